@@ -1,0 +1,110 @@
+import envSchema from 'env-schema';
+import { type Static, Type } from 'typebox';
+
+const BaseUrl = (description: string) =>
+  Type.String({ format: 'uri', pattern: '^https?://[^?#]*/v1/?$', description });
+
+/**
+ * Every setting the service reads, with its default and meaning. The README's configuration table is
+ * this list. Values are validated at start; a bad one stops the start with a message naming it.
+ */
+const EnvSchema = Type.Object({
+  HOST: Type.String({ default: '127.0.0.1', description: 'Interface to listen on (0.0.0.0 in containers).' }),
+  PORT: Type.Integer({
+    minimum: 0,
+    maximum: 65535,
+    default: 3000,
+    description: 'TCP port; 0 picks a free one.',
+  }),
+  DATABASE_URL: Type.String({
+    default: 'sqlite:./data/petstore.db',
+    pattern: '^(sqlite:.+|postgres(ql)?://.+)$',
+    description: 'sqlite:<path>, sqlite::memory: or postgres://user@host:port/db',
+  }),
+  PETSTORE_API_KEYS: Type.String({
+    default: '',
+    pattern: '^(\\s*[^,\\s]{16,}\\s*(,\\s*[^,\\s]{16,}\\s*)*)?$',
+    description: 'Extra API keys, comma-separated, each at least 16 characters (automation, tests).',
+  }),
+  PUBLIC_BASE_URL: Type.Optional(
+    BaseUrl('Production base address, ending in /v1; makes emitted links absolute.'),
+  ),
+  STAGING_BASE_URL: Type.Optional(
+    BaseUrl('Staging base address, ending in /v1; listed in the OpenAPI servers.'),
+  ),
+  LOG_LEVEL: Type.Union(
+    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
+    { default: 'info', description: 'pino log level.' },
+  ),
+  BODY_LIMIT: Type.Integer({
+    minimum: 64,
+    maximum: 16 * 1024 * 1024,
+    default: 64 * 1024,
+    description: 'Largest request body in bytes; larger ones get 413.',
+  }),
+});
+
+export type Env = Static<typeof EnvSchema>;
+
+export interface Config {
+  host: string;
+  port: number;
+  databaseUrl: string;
+  apiKeys: string[];
+  publicBaseUrl: string | undefined;
+  stagingBaseUrl: string | undefined;
+  logLevel: string;
+  bodyLimit: number;
+}
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+/** Reads and validates the configuration; throws ConfigError naming the offending variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  let parsed: Env;
+  try {
+    parsed = envSchema<Env>({
+      schema: structuredClone(EnvSchema),
+      data: pickKnown(env),
+      env: false,
+      ajv: {
+        customOptions: (ajv) => ajv.addFormat('uri', (value: string) => URL.canParse(value)),
+      },
+    });
+  } catch (error) {
+    throw new ConfigError(`invalid configuration: ${(error as Error).message}`);
+  }
+  return {
+    host: parsed.HOST,
+    port: parsed.PORT,
+    databaseUrl: parsed.DATABASE_URL,
+    apiKeys: parsed.PETSTORE_API_KEYS.split(',')
+      .map((key) => key.trim())
+      .filter((key) => key !== ''),
+    publicBaseUrl: parsed.PUBLIC_BASE_URL?.replace(/\/$/, ''),
+    stagingBaseUrl: parsed.STAGING_BASE_URL?.replace(/\/$/, ''),
+    logLevel: parsed.LOG_LEVEL,
+    bodyLimit: parsed.BODY_LIMIT,
+  };
+}
+
+/** The documented variables only: the rest of the environment is none of our business. */
+function pickKnown(env: NodeJS.ProcessEnv): Record<string, string> {
+  const known: Record<string, string> = {};
+  for (const name of Object.keys(EnvSchema.properties)) {
+    const value = env[name];
+    if (value !== undefined && value !== '') known[name] = value;
+  }
+  return known;
+}
+
+/** Name, default and description of each variable, for `petstore --help` and the README. */
+export function describeConfig(): { name: string; default: unknown; description: string }[] {
+  return Object.entries(EnvSchema.properties).map(([name, schema]) => ({
+    name,
+    default: (schema as { default?: unknown }).default,
+    description: (schema as { description?: string }).description ?? '',
+  }));
+}

@@ -1,0 +1,70 @@
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { ApiKeyRecord, ApiKeyStore } from '../storage/storage.js';
+
+/** Recognisable in logs, config files and secret scanners. */
+export const API_KEY_PREFIX = 'pst_';
+const SECRET_BYTES = 32; // 256 bits of entropy
+const MAX_TOKEN_LENGTH = 512;
+
+/** SHA-256 of the key, hex: the only form a key is ever stored in. */
+export function hashApiKey(secret: string): string {
+  return createHash('sha256').update(secret).digest('hex');
+}
+
+export interface IssuedApiKey {
+  /** The key itself: shown once, never stored. */
+  secret: string;
+  record: ApiKeyRecord;
+}
+
+export function newApiKey(name: string, now: Date): IssuedApiKey {
+  const secret = API_KEY_PREFIX + randomBytes(SECRET_BYTES).toString('base64url');
+  return {
+    secret,
+    record: {
+      id: `key_${randomUUID().replaceAll('-', '').slice(0, 16)}`,
+      name,
+      hash: hashApiKey(secret),
+      hint: secret.slice(-4),
+      createdAt: now,
+      revokedAt: undefined,
+    },
+  };
+}
+
+/**
+ * Decides whether a bearer token is a live key. Tokens are compared by their SHA-256 digest, looked up
+ * as a whole: a caller cannot learn a key byte by byte from response times, because changing one byte
+ * of the token changes the whole digest.
+ */
+export class ApiKeyVerifier {
+  readonly #store: ApiKeyStore;
+  readonly #configuredHashes: ReadonlySet<string>;
+
+  constructor(store: ApiKeyStore, configuredKeys: readonly string[]) {
+    this.#store = store;
+    this.#configuredHashes = new Set(configuredKeys.map(hashApiKey));
+  }
+
+  async verify(token: string): Promise<boolean> {
+    if (token.length === 0 || token.length > MAX_TOKEN_LENGTH) return false;
+    const hash = hashApiKey(token);
+    if (this.#configuredHashes.has(hash)) return true;
+    return (await this.#store.findActiveByHash(hash)) !== undefined;
+  }
+}
+
+/**
+ * DECISIONS.md: when no key exists at all, the first start creates one so a new user is one copy-paste
+ * from a working request. Returns the new key's secret, or undefined when keys already exist.
+ */
+export async function ensureFirstApiKey(
+  store: ApiKeyStore,
+  configuredKeys: readonly string[],
+  now: Date,
+): Promise<string | undefined> {
+  if (configuredKeys.length > 0 || (await store.count()) > 0) return undefined;
+  const key = newApiKey('first key (created at first start)', now);
+  await store.insert(key.record);
+  return key.secret;
+}

@@ -1,0 +1,32 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { ApiKeyVerifier } from '../domain/api-keys.js';
+import { ApiError } from './errors.js';
+
+const REALM = 'Bearer realm="animal-store"';
+// RFC 6750 §2.1: the scheme is case-insensitive; the token is a b64token.
+const BEARER = /^bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
+const BEARER_SCHEME = /^bearer(\s|$)/i;
+
+function unauthorized(tokenSent: boolean): ApiError {
+  return tokenSent
+    ? new ApiError('unauthorized', 'the API key is not valid', {
+        'WWW-Authenticate': `${REALM}, error="invalid_token"`,
+      })
+    : new ApiError('unauthorized', 'an API key is required: send "Authorization: Bearer <key>"', {
+        'WWW-Authenticate': REALM,
+      });
+}
+
+/**
+ * Guards every route registered in this encapsulation context. It runs at onRequest, before the body
+ * is read or anything validated, so an anonymous caller learns nothing about the request's shape.
+ */
+export function requireApiKey(app: FastifyInstance, verifier: ApiKeyVerifier): void {
+  app.addHook('onRequest', async (request: FastifyRequest) => {
+    const header = request.headers.authorization;
+    if (header === undefined) throw unauthorized(false);
+    const match = BEARER.exec(header);
+    if (!match) throw unauthorized(BEARER_SCHEME.test(header));
+    if (!(await verifier.verify(match[1] as string))) throw unauthorized(true);
+  });
+}

@@ -1,0 +1,62 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { InvalidCursorError } from '../domain/errors.js';
+import { ERROR_STATUS, type ErrorBody, type ErrorCode } from './schemas/error.js';
+
+/** An error meant for the client: its code, message and status are sent as they are. */
+export class ApiError extends Error {
+  readonly code: ErrorCode;
+  readonly statusCode: number;
+  readonly headers: Record<string, string>;
+
+  constructor(code: ErrorCode, message: string, headers: Record<string, string> = {}) {
+    super(message);
+    this.code = code;
+    this.statusCode = ERROR_STATUS[code];
+    this.headers = headers;
+  }
+
+  toBody(): ErrorBody {
+    return { code: this.code, message: this.message, status: this.statusCode };
+  }
+}
+
+/** Fastify's own errors, by code, turned into ours. The message of each is ours too: never internals. */
+const FASTIFY_ERRORS: Record<string, [ErrorCode, string]> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: ['unsupported_media_type', 'request body must be application/json'],
+  FST_ERR_CTP_INVALID_TYPE: ['unsupported_media_type', 'request body must be application/json'],
+  FST_ERR_CTP_BODY_TOO_LARGE: ['payload_too_large', 'request body is too large'],
+  FST_ERR_CTP_EMPTY_JSON_BODY: ['invalid_request', 'request body is required'],
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: ['invalid_request', 'Content-Length does not match the body'],
+  FST_ERR_BAD_URL: ['invalid_request', 'the request URL is malformed'],
+  FST_ERR_ASYNC_CONSTRAINT: ['invalid_request', 'the request could not be routed'],
+};
+
+/** The one mapping from anything thrown while serving a request to an Error body. */
+export function toApiError(error: unknown): ApiError {
+  if (error instanceof ApiError) return error;
+  if (error instanceof InvalidCursorError) return new ApiError('invalid_request', error.message);
+  const fastifyError = error as Partial<FastifyError>;
+  if (fastifyError.validation)
+    return new ApiError('invalid_request', fastifyError.message ?? 'invalid request');
+  const known = fastifyError.code ? FASTIFY_ERRORS[fastifyError.code] : undefined;
+  if (known) return new ApiError(known[0], known[1]);
+  const status = fastifyError.statusCode ?? 500;
+  if (status >= 400 && status < 500) {
+    const code = (Object.keys(ERROR_STATUS) as ErrorCode[]).find((c) => ERROR_STATUS[c] === status);
+    return new ApiError(code ?? 'invalid_request', 'the request could not be processed');
+  }
+  return new ApiError('internal_error', 'an unexpected error occurred');
+}
+
+export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
+  return reply.code(error.statusCode).headers(error.headers).send(error.toBody());
+}
+
+/** Installs the error handler, the not-found handler and the 405 logic on the root instance. */
+export function installErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
+    const apiError = toApiError(error);
+    if (apiError.code === 'internal_error') request.log.error({ err: error }, 'request failed');
+    return sendError(reply, apiError);
+  });
+}

@@ -1,0 +1,54 @@
+import type { FastifyInstance } from 'fastify';
+import { parse } from 'lossless-json';
+import { ApiError } from './errors.js';
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+const INTEGER_LITERAL = /^-?(0|[1-9][0-9]*)$/;
+
+/**
+ * How a JSON number becomes a value, exactly: JSON.parse would round 9007199254740993 to
+ * 9007199254740992 and 1e-400 to 0, and no check after it could tell.
+ * - An integer literal is a number when that is exact, else a bigint.
+ * - A fraction or exponent literal stays a double, but one that lands on an integer (1e-400, 1.0,
+ *   9007199254740993.5) becomes NaN so it can never pass as an integer: integer fields take integer
+ *   literals, as Go's and Rust's decoders require too.
+ */
+export function parseJsonNumber(text: string): number | bigint {
+  if (INTEGER_LITERAL.test(text)) {
+    const value = Number(text);
+    return Number.isSafeInteger(value) ? value : BigInt(text);
+  }
+  const value = Number(text);
+  return Number.isInteger(value) ? Number.NaN : value;
+}
+
+/** Parses a UTF-8 JSON body exactly; anything else is a 400 with the reason. */
+export function parseJsonBody(body: Buffer): unknown {
+  if (body.length === 0) throw new ApiError('invalid_request', 'request body is required');
+  let text: string;
+  try {
+    text = utf8.decode(body);
+  } catch {
+    throw new ApiError('invalid_request', 'request body is not valid UTF-8');
+  }
+  try {
+    // lossless-json also refuses duplicate keys with different values and stores `__proto__` as a
+    // plain property, so prototype poisoning has nothing to grab.
+    return parse(text, null, parseJsonNumber);
+  } catch (error) {
+    const reason = error instanceof RangeError ? 'it is nested too deeply' : (error as Error).message;
+    throw new ApiError('invalid_request', `request body is not valid JSON: ${reason}`);
+  }
+}
+
+/** Only application/json bodies are accepted (any charset parameter); everything else is 415. */
+export function installJsonBodyParser(app: FastifyInstance, bodyLimit: number): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
+    try {
+      done(null, parseJsonBody(body as Buffer));
+    } catch (error) {
+      done(error as Error, undefined);
+    }
+  });
+}

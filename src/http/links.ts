@@ -1,0 +1,37 @@
+import type { PetStatus } from '../domain/pet.js';
+
+/**
+ * Every link the service emits (Location, Link next, the deprecation link). DECISIONS.md: absolute
+ * when PUBLIC_BASE_URL is set, path-absolute (`/v1/...`) otherwise.
+ */
+export class Links {
+  readonly #api: string;
+  readonly #docs: string;
+
+  constructor(publicBaseUrl: string | undefined) {
+    this.#api = publicBaseUrl ?? '/v1';
+    // The docs page sits beside the versioned API, not under it.
+    this.#docs = publicBaseUrl ? new URL('../docs', `${publicBaseUrl}/`).href : '/docs';
+  }
+
+  pet(id: bigint): string {
+    return `${this.#api}/pets/${id}`;
+  }
+
+  /** The `next` page of a walk, keeping the caller's limit and filter. */
+  petsPage(limit: number, status: PetStatus | undefined, cursor: string): string {
+    const query = new URLSearchParams({ limit: String(limit) });
+    if (status) query.set('status', status);
+    query.set('cursor', cursor);
+    return `${this.#api}/pets?${query}`;
+  }
+
+  /** Documentation of listPets, getPet's replacement. */
+  listPetsDocs(): string {
+    return `${this.#docs}#tag/pets/GET/v1/pets`;
+  }
+}
+
+/** An RFC 8288 Link header value. */
+export const linkHeader = (href: string, rel: string, type?: string): string =>
+  `<${href}>; rel="${rel}"${type ? `; type="${type}"` : ''}`;

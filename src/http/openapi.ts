@@ -1,0 +1,76 @@
+import swagger from '@fastify/swagger';
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import { response } from './schemas/responses.js';
+
+export interface OpenApiOptions {
+  publicBaseUrl: string | undefined;
+  stagingBaseUrl: string | undefined;
+}
+
+/**
+ * The OpenAPI 3.1 document, generated from the routes' own schemas, so it cannot drift from what the
+ * service does. Must be registered before the routes it describes.
+ */
+export async function registerOpenApi(app: FastifyInstance, options: OpenApiOptions): Promise<void> {
+  // DECISIONS.md: the serving instance first, so a docs page's "try it" calls the service that serves it.
+  const servers = [{ url: '/v1', description: 'This instance' }];
+  if (options.publicBaseUrl) servers.push({ url: options.publicBaseUrl, description: 'Production' });
+  if (options.stagingBaseUrl) servers.push({ url: options.stagingBaseUrl, description: 'Staging' });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Animal store service',
+        version: '1.0.0',
+        description: [
+          'Lists, adds and fetches animals. Every operation needs an API key sent as `Authorization: Bearer <key>`.',
+          '',
+          '**Paging.** `GET /pets` is keyset-paged in ascending `id` order. While more animals may exist the',
+          'response carries `Link: <…>; rel="next"` (RFC 8288); follow it verbatim. The cursor inside is opaque',
+          'and signed: an altered one, or one used with a different `status` filter, is a 400.',
+          '',
+          '**Errors.** Every error is `{code, message, status}`; `code` is one of a closed list, `status` repeats',
+          'the HTTP status, and a 400 names every offending field. Unknown paths are 404, wrong methods 405',
+          'with `Allow`.',
+          '',
+          '**Integers.** `id` and `categoryId` are int64 and exact end to end, also beyond 2^53: parse them with',
+          'a big-integer-aware JSON reader. In requests they must be integer literals (`1`, not `1.0` or `"1"`).',
+          '',
+          '**Deprecation.** `getPet` is deprecated and is removed on Thu, 05 Dec 2030 00:00:00 GMT; from then',
+          'on it answers 410. Use `GET /pets?status=…` instead.',
+        ].join('\n'),
+      },
+      servers,
+      tags: [
+        { name: 'pets', description: 'The animals in the store' },
+        { name: 'operations', description: 'Probes and the contract itself; no key needed' },
+      ],
+      components: {
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key, e.g. `pst_…`.' },
+        },
+      },
+      security: [{ bearerAuth: [] }],
+    },
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+  });
+
+  app.get(
+    '/v1/openapi.json',
+    {
+      schema: {
+        operationId: 'openapi',
+        summary: 'This OpenAPI document',
+        tags: ['operations'],
+        security: [],
+        response: {
+          200: response('The OpenAPI 3.1 document', Type.Object({}, { additionalProperties: true })),
+        },
+      },
+    },
+    async (_request, reply) =>
+      reply.type('application/json; charset=utf-8').serializer(JSON.stringify).send(app.swagger()),
+  );
+}

@@ -1,0 +1,151 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { GET_PET_DEPRECATED_AT, GET_PET_SUNSET, isRetired } from '../../domain/deprecation.js';
+import { DEFAULT_PAGE_SIZE, type PetCatalog } from '../../domain/pet-catalog.js';
+import { ApiError } from '../errors.js';
+import { type Links, linkHeader } from '../links.js';
+import { ListPetsQuery, NewPet, Pet, PetIdParams, Pets, ref } from '../schemas/pet.js';
+import { errorResponse, response } from '../schemas/responses.js';
+
+export interface PetRoutesOptions {
+  catalog: PetCatalog;
+  links: Links;
+  now: () => Date;
+}
+
+const unauthorized = errorResponse('Missing or invalid API key', ['unauthorized'], {
+  'WWW-Authenticate': Type.String({
+    description: 'Bearer realm="animal-store", with error="invalid_token" when a key was sent.',
+  }),
+});
+const otherErrors = errorResponse('Any other error', ['method_not_allowed', 'internal_error', 'unavailable']);
+const invalid = (what: string) => errorResponse(what, ['invalid_request']);
+
+// RFC 9745 (Deprecation, a structured-field date) and RFC 8594 (Sunset, an HTTP-date).
+const DEPRECATION = `@${Math.floor(GET_PET_DEPRECATED_AT.getTime() / 1000)}`;
+const SUNSET = GET_PET_SUNSET.toUTCString();
+
+export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
+  app,
+  { catalog, links, now },
+) => {
+  app.get(
+    '/pets',
+    {
+      schema: {
+        operationId: 'listPets',
+        summary: 'List animals',
+        description:
+          'Animals in ascending `id` order, at most `limit` of them. While more may exist the response carries ' +
+          '`Link: <…>; rel="next"` (RFC 8288): follow it to walk every animal exactly once, even while others ' +
+          'are being added. The last page has no such link. The body is a bare array.',
+        tags: ['pets'],
+        querystring: ListPetsQuery,
+        response: {
+          200: response('A page of animals', Pets, {
+            Link: Type.String({
+              description: '`<…/v1/pets?…&cursor=…>; rel="next"` while more animals may exist.',
+            }),
+          }),
+          400: invalid('Invalid `limit`, `status` or `cursor`'),
+          401: unauthorized,
+          default: otherErrors,
+        },
+      },
+    },
+    async (request, reply) => {
+      // Ajv fills in the default; the fallback only satisfies the type.
+      const { limit = DEFAULT_PAGE_SIZE, status, cursor } = request.query;
+      const page = await catalog.list({ limit, status, cursor });
+      if (page.nextCursor)
+        reply.header('Link', linkHeader(links.petsPage(limit, status, page.nextCursor), 'next'));
+      return page.pets;
+    },
+  );
+
+  app.post(
+    '/pets',
+    {
+      schema: {
+        operationId: 'createPet',
+        summary: 'Add an animal',
+        description:
+          'Stores a new animal and returns it with its assigned `id`. A `201` means it is durably stored. ' +
+          'JSON types are strict (nothing is coerced), integers must be integer literals, and any property ' +
+          'not in NewPet is refused.',
+        tags: ['pets'],
+        body: ref(NewPet),
+        response: {
+          201: response('Animal added', ref(Pet), {
+            Location: Type.String({ description: 'Address of the new animal.' }),
+          }),
+          400: invalid('Body missing required fields, or containing invalid values or unknown properties'),
+          401: unauthorized,
+          default: otherErrors,
+          413: errorResponse('Body larger than the configured limit (64 KiB by default)', [
+            'payload_too_large',
+          ]),
+          415: errorResponse('Body is not `application/json`', ['unsupported_media_type']),
+        },
+      },
+    },
+    async (request, reply) => {
+      const pet = await catalog.create(request.body);
+      return reply.code(201).header('Location', links.pet(pet.id)).send(pet);
+    },
+  );
+
+  const deprecationHeaders = {
+    Deprecation: DEPRECATION,
+    Sunset: SUNSET,
+    Link: linkHeader(links.listPetsDocs(), 'deprecation', 'text/html'),
+  };
+  const documentedDeprecationHeaders = {
+    Deprecation: Type.String({
+      description: `RFC 9745: deprecated since ${GET_PET_DEPRECATED_AT.toISOString()}.`,
+    }),
+    Sunset: Type.String({ description: `RFC 8594: ${SUNSET}; from then on the operation answers 410.` }),
+    Link: Type.String({
+      description: '`rel="deprecation"`: documentation of the replacement, GET /v1/pets.',
+    }),
+  };
+
+  app.get(
+    '/pets/:petId',
+    {
+      schema: {
+        operationId: 'getPet',
+        summary: 'Fetch one animal (deprecated)',
+        description:
+          `Deprecated: use GET /v1/pets with the \`status\` filter. Removed on ${SUNSET}: from that instant ` +
+          'it answers `410 gone`. Every response carries `Deprecation`, `Sunset` and a `rel="deprecation"` `Link`.',
+        tags: ['pets'],
+        deprecated: true,
+        params: PetIdParams,
+        response: {
+          200: response('Animal found', ref(Pet), documentedDeprecationHeaders),
+          400: invalid('`petId` is not an integer from 1 to 2^63-1'),
+          401: unauthorized,
+          default: otherErrors,
+          404: errorResponse('No animal has this id', ['not_found'], documentedDeprecationHeaders),
+          410: errorResponse(
+            'The operation has been removed (past its sunset)',
+            ['gone'],
+            documentedDeprecationHeaders,
+          ),
+        },
+      },
+      // onSend, not onRequest: it also runs for responses that hooks before this route produce (401).
+      onSend: async (_request, reply, payload) => {
+        reply.headers(deprecationHeaders);
+        return payload;
+      },
+    },
+    async (request) => {
+      if (isRetired(now())) throw new ApiError('gone', `getPet was removed on ${SUNSET}; use GET /v1/pets`);
+      const pet = await catalog.find(request.params.petId);
+      if (!pet) throw new ApiError('not_found', 'no animal has this id');
+      return pet;
+    },
+  );
+};

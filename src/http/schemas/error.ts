@@ -1,0 +1,34 @@
+import { type Static, Type } from 'typebox';
+
+/** DECISIONS.md: the stable error codes, each with the one HTTP status it travels with. */
+export const ERROR_STATUS = {
+  invalid_request: 400,
+  unauthorized: 401,
+  not_found: 404,
+  method_not_allowed: 405,
+  gone: 410,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  internal_error: 500,
+  unavailable: 503,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export const ErrorBody = Type.Object(
+  {
+    code: Type.Unsafe<ErrorCode>({
+      type: 'string',
+      enum: Object.keys(ERROR_STATUS),
+      description: 'Machine-readable error code; the list is closed and stable within v1.',
+    }),
+    message: Type.String({
+      description: 'Human-readable description; for a 400 it names every offending field.',
+    }),
+    status: Type.Integer({ minimum: 400, maximum: 599, description: 'The HTTP status code, repeated.' }),
+  },
+  { $id: 'Error', additionalProperties: false, description: 'The body of every error response.' },
+);
+
+export type ErrorBody = Static<typeof ErrorBody>;

@@ -1,0 +1,104 @@
+import { type Static, type TSchema, Type } from 'typebox';
+import { PET_STATUSES, type Pet as PetModel, type PetStatus as PetStatusValue } from '../../domain/pet.js';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../../domain/pet-catalog.js';
+import { PATTERN_MESSAGE } from '../validation.js';
+
+/**
+ * The pets resource as the contract states it. These schemas validate requests, type the handlers,
+ * drive serialisation and are the OpenAPI document's components: the one copy of the contract.
+ */
+
+/** A shared schema, referenced by `$ref` so it appears once, by name, in the OpenAPI components. */
+export const ref = <T extends TSchema>(schema: T) =>
+  Type.Unsafe<Static<T>>({ $ref: `${(schema as { $id?: string }).$id}#` });
+
+/** int64 values are bigints in the code: the body parser and validator never round them. */
+const Int64 = (options: { description: string; minimum?: number }) =>
+  Type.Unsafe<bigint>({ type: 'integer', format: 'int64', ...options });
+
+export const PetStatus = Type.Unsafe<PetStatusValue>({
+  $id: 'PetStatus',
+  type: 'string',
+  enum: [...PET_STATUSES],
+  description: 'Availability of an animal: set on creation, usable as a list filter.',
+});
+
+export const NewPet = Type.Object(
+  {
+    name: Type.String({
+      minLength: 1,
+      maxLength: 255,
+      // Not blank; no C0 control characters or DEL; no unpaired surrogate (so every backend stores
+      // exactly what it acknowledged). Lengths count Unicode code points.
+      pattern: '^(?=[\\s\\S]*\\S)[^\\u0000-\\u001F\\u007F\\uD800-\\uDFFF]*$',
+      [PATTERN_MESSAGE]: 'must not be blank nor contain control characters or unpaired surrogates',
+      description: "The animal's name: 1 to 255 characters, stored and returned exactly as sent.",
+    }),
+    categoryId: Int64({ description: 'Identifier of the category the animal belongs to (int64, exact).' }),
+    status: Type.Optional(
+      Type.Unsafe<Static<typeof PetStatus>>({
+        ...ref(PetStatus),
+        description: 'Availability status; `available` when omitted.',
+      }),
+    ),
+  },
+  {
+    $id: 'NewPet',
+    additionalProperties: false,
+    description: 'The request body for adding an animal. Any other property, `id` included, is refused.',
+  },
+);
+
+export const Pet = Type.Object(
+  {
+    id: Int64({ description: 'Unique identifier, assigned by the service on creation.', minimum: 1 }),
+    name: Type.String({ description: "The animal's name." }),
+    categoryId: Int64({ description: 'Identifier of the category the animal belongs to.' }),
+    status: ref(PetStatus),
+  },
+  { $id: 'Pet', additionalProperties: false, description: 'An animal as returned.' },
+);
+
+export const Pets = Type.Array(ref(Pet), {
+  $id: 'Pets',
+  description: 'A page of animals in ascending id order.',
+});
+
+export const ListPetsQuery = Type.Object(
+  {
+    limit: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: MAX_PAGE_SIZE,
+        default: DEFAULT_PAGE_SIZE,
+        description: 'Maximum number of animals to return.',
+      }),
+    ),
+    status: Type.Optional(
+      Type.Unsafe<Static<typeof PetStatus>>({
+        ...ref(PetStatus),
+        description: 'Only animals with this status.',
+      }),
+    ),
+    cursor: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 256,
+        description:
+          'Opaque position from a previous page\'s `Link: rel="next"`; follow that link rather than building it.',
+      }),
+    ),
+  },
+  { additionalProperties: true },
+);
+
+export const PetIdParams = Type.Object({
+  petId: Int64({ description: 'Identifier of the animal to retrieve (1 to 2^63-1).', minimum: 1 }),
+});
+
+/** Shared schemas, registered once with Fastify, the validator and the OpenAPI generator. */
+export const PET_SCHEMAS = [PetStatus, NewPet, Pet, Pets];
+
+// Compile-time proof that the response schema and the domain type agree.
+const _petMatchesModel: PetModel = {} as Static<typeof Pet>;
+void _petMatchesModel;

@@ -1,0 +1,134 @@
+import { Ajv, type ErrorObject, type SchemaObject, type SchemaValidateFunction } from 'ajv';
+import type { FastifySchemaCompiler } from 'fastify';
+import { INT64_MAX, INT64_MIN } from '../domain/pet.js';
+
+/**
+ * Request validation. Ajv, configured for the contract rather than Fastify's defaults:
+ * - no type coercion in bodies (DECISIONS.md: `"1"` is not an integer) and no silent removal of
+ *   unknown properties (a typo must be refused, not dropped);
+ * - integers are checked exactly, as bigints, so int64 values beyond 2^53 are neither rounded nor let
+ *   through out of range. Ajv's own `integer` type cannot do this (it sees doubles), so every
+ *   `type: integer` schema is validated by the `exactInteger` keyword below instead. The schemas
+ *   themselves, and so the OpenAPI document, keep the plain `type: integer`.
+ */
+
+/** The annotation a schema uses to explain its `pattern` in words, for error messages. */
+export const PATTERN_MESSAGE = 'x-pattern-message';
+
+interface ExactIntegerSpec {
+  int64: boolean;
+  minimum?: bigint;
+  maximum?: bigint;
+  /** Query and path values arrive as text; digits-only text is read as an integer. */
+  fromText: boolean;
+}
+
+const INTEGER_TEXT = /^-?(0|[1-9][0-9]*)$/;
+
+function exactInteger(spec: ExactIntegerSpec, data: unknown): bigint | string {
+  let value: bigint;
+  if (typeof data === 'bigint') value = data;
+  else if (typeof data === 'number' && Number.isSafeInteger(data)) value = BigInt(data);
+  else if (spec.fromText && typeof data === 'string' && data.length <= 40 && INTEGER_TEXT.test(data)) {
+    value = BigInt(data);
+  } else return 'must be an integer';
+  const minimum = spec.minimum ?? (spec.int64 ? INT64_MIN : undefined);
+  const maximum = spec.maximum ?? (spec.int64 ? INT64_MAX : undefined);
+  if (minimum !== undefined && value < minimum) return `must be at least ${minimum}`;
+  if (maximum !== undefined && value > maximum) return `must be at most ${maximum}`;
+  return value;
+}
+
+function createAjv(fromText: boolean): Ajv {
+  const ajv = new Ajv({
+    allErrors: true, // name every offending field, not just the first
+    coerceTypes: false,
+    useDefaults: true,
+    removeAdditional: false,
+    verbose: true, // errors carry their schema, for PATTERN_MESSAGE
+    strict: true,
+    strictTypes: false,
+    formats: { int32: true, int64: true },
+  });
+  ajv.addKeyword({ keyword: PATTERN_MESSAGE, schemaType: 'string' });
+  const check: SchemaValidateFunction = (spec: ExactIntegerSpec, data: unknown, _schema, ctx) => {
+    const result = exactInteger({ ...spec, fromText }, data);
+    if (typeof result === 'string') {
+      check.errors = [{ keyword: 'exactInteger', message: result, params: {} }];
+      return false;
+    }
+    // Hand the handler the exact value: a bigint for int64, a number otherwise.
+    if (ctx?.parentData !== undefined)
+      ctx.parentData[ctx.parentDataProperty] = spec.int64 ? result : Number(result);
+    return true;
+  };
+  ajv.addKeyword({ keyword: 'exactInteger', modifying: true, errors: true, validate: check });
+  return ajv;
+}
+
+/** Replaces each `type: integer` (with its format and bounds) by the exactInteger keyword. */
+export function withExactIntegers(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(withExactIntegers);
+  if (schema === null || typeof schema !== 'object') return schema;
+  const source = schema as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(source)) {
+    out[key] = key === 'enum' || key === 'const' || key === 'default' ? value : withExactIntegers(value);
+  }
+  if (source.type !== 'integer') return out;
+  const { type: _t, format, minimum, maximum, ...rest } = out;
+  const spec: Omit<ExactIntegerSpec, 'fromText'> = { int64: format === 'int64' };
+  if (typeof minimum === 'number') spec.minimum = BigInt(minimum);
+  if (typeof maximum === 'number') spec.maximum = BigInt(maximum);
+  return { ...rest, exactInteger: spec };
+}
+
+/**
+ * The validator compiler for every route: bodies are JSON (integers already exact from the body
+ * parser), params and querystrings are text.
+ */
+export function createValidatorCompiler(
+  sharedSchemas: readonly SchemaObject[],
+): FastifySchemaCompiler<unknown> {
+  const forBodies = createAjv(false);
+  const forText = createAjv(true);
+  for (const shared of sharedSchemas) {
+    forBodies.addSchema(withExactIntegers(shared) as SchemaObject);
+    forText.addSchema(withExactIntegers(shared) as SchemaObject);
+  }
+  return ({ schema, httpPart }) => {
+    const ajv = httpPart === 'body' ? forBodies : forText;
+    const id = (schema as SchemaObject).$id;
+    return (id && ajv.getSchema(id)) || ajv.compile(withExactIntegers(schema) as SchemaObject);
+  };
+}
+
+/**
+ * One sentence naming every offending field and why, e.g.
+ * `categoryId must be an integer; status must be one of available, pending, sold`.
+ */
+export function describeValidationErrors(errors: readonly ErrorObject[], httpPart: string): string {
+  const subject = httpPart === 'body' ? 'request body' : httpPart;
+  const sentences = errors.map((error) => {
+    const field = error.instancePath.slice(1).replaceAll('/', '.') || subject;
+    switch (error.keyword) {
+      case 'required':
+        return `${error.params.missingProperty} is required`;
+      case 'additionalProperties':
+        return `${error.params.additionalProperty} is not a known property`;
+      case 'type':
+        return `${field} must be ${/^[aeiou]/.test(error.params.type) ? 'an' : 'a'} ${error.params.type}`;
+      case 'enum':
+        return `${field} must be one of ${(error.params.allowedValues as unknown[]).join(', ')}`;
+      case 'minLength':
+        return `${field} must be at least ${error.params.limit} character${error.params.limit === 1 ? '' : 's'} long`;
+      case 'maxLength':
+        return `${field} must be at most ${error.params.limit} characters long`;
+      case 'pattern':
+        return `${field} ${(error.parentSchema as Record<string, string> | undefined)?.[PATTERN_MESSAGE] ?? error.message}`;
+      default:
+        return `${field} ${error.message}`;
+    }
+  });
+  return [...new Set(sentences)].join('; ');
+}

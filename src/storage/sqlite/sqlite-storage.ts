@@ -1,0 +1,189 @@
+import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import type { Pet, PetStatus } from '../../domain/pet.js';
+import type {
+  ApiKeyRecord,
+  ApiKeyStore,
+  PetListQuery,
+  PetRecordInput,
+  PetStore,
+  Storage,
+} from '../storage.js';
+import { SQLITE_MIGRATIONS } from './migrations.js';
+
+/** The embedded default: one file, no server. `:memory:` gives a throwaway database. */
+export class SqliteStorage implements Storage {
+  readonly pets: PetStore;
+  readonly apiKeys: ApiKeyStore;
+  readonly #db: Database.Database;
+
+  constructor(path: string) {
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    this.#db = new Database(path);
+    this.#db.pragma('journal_mode = WAL');
+    // FULL: a commit is on disk before it returns, so a 201 survives a crash the instant after.
+    this.#db.pragma('synchronous = FULL');
+    this.#db.pragma('busy_timeout = 5000');
+    this.#db.pragma('foreign_keys = ON');
+    migrate(this.#db);
+    this.pets = new SqlitePetStore(this.#db);
+    this.apiKeys = new SqliteApiKeyStore(this.#db);
+  }
+
+  async sharedSecret(name: string): Promise<Buffer> {
+    // INSERT OR IGNORE then read: the first writer wins, every process reads the same value.
+    this.#db
+      .prepare('INSERT OR IGNORE INTO shared_secrets (name, value) VALUES (?, ?)')
+      .run(name, randomBytes(32));
+    const row = this.#db.prepare('SELECT value FROM shared_secrets WHERE name = ?').get(name) as {
+      value: Buffer;
+    };
+    return row.value;
+  }
+
+  async ping(): Promise<void> {
+    this.#db.prepare('SELECT 1').get();
+  }
+
+  async close(): Promise<void> {
+    if (this.#db.open) this.#db.close();
+  }
+}
+
+function migrate(db: Database.Database): void {
+  const applied = db.pragma('user_version', { simple: true }) as number;
+  db.transaction(() => {
+    for (let version = applied; version < SQLITE_MIGRATIONS.length; version++) {
+      db.exec(SQLITE_MIGRATIONS[version] as string);
+      db.pragma(`user_version = ${version + 1}`);
+    }
+  }).immediate();
+}
+
+interface PetRow {
+  id: bigint;
+  name: string;
+  category_id: bigint;
+  status: PetStatus;
+}
+
+const toPet = (row: PetRow): Pet => ({
+  id: row.id,
+  name: row.name,
+  categoryId: row.category_id,
+  status: row.status,
+});
+
+class SqlitePetStore implements PetStore {
+  readonly #insert: Database.Statement<[string, bigint, PetStatus], { id: bigint }>;
+  readonly #byId: Database.Statement<[bigint], PetRow>;
+  readonly #page: Database.Statement<[bigint, number], PetRow>;
+  readonly #pageByStatus: Database.Statement<[PetStatus, bigint, number], PetRow>;
+
+  constructor(db: Database.Database) {
+    // safeIntegers: int64 columns come back as bigint, never rounded to a double.
+    this.#insert = db
+      .prepare<[string, bigint, PetStatus], { id: bigint }>(
+        'INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING id',
+      )
+      .safeIntegers(true);
+    this.#byId = db
+      .prepare<[bigint], PetRow>('SELECT id, name, category_id, status FROM pets WHERE id = ?')
+      .safeIntegers(true);
+    this.#page = db
+      .prepare<[bigint, number], PetRow>(
+        'SELECT id, name, category_id, status FROM pets WHERE id > ? ORDER BY id LIMIT ?',
+      )
+      .safeIntegers(true);
+    this.#pageByStatus = db
+      .prepare<[PetStatus, bigint, number], PetRow>(
+        'SELECT id, name, category_id, status FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?',
+      )
+      .safeIntegers(true);
+  }
+
+  async create(pet: PetRecordInput): Promise<Pet> {
+    const { id } = this.#insert.get(pet.name, pet.categoryId, pet.status) as { id: bigint };
+    return { id, ...pet };
+  }
+
+  async findById(id: bigint): Promise<Pet | undefined> {
+    const row = this.#byId.get(id);
+    return row && toPet(row);
+  }
+
+  async list(query: PetListQuery): Promise<Pet[]> {
+    const rows = query.status
+      ? this.#pageByStatus.all(query.status, query.afterId, query.limit)
+      : this.#page.all(query.afterId, query.limit);
+    return rows.map(toPet);
+  }
+}
+
+interface ApiKeyRow {
+  id: string;
+  name: string;
+  hash: string;
+  hint: string;
+  created_at: string;
+  revoked_at: string | null;
+}
+
+const toApiKey = (row: ApiKeyRow): ApiKeyRecord => ({
+  id: row.id,
+  name: row.name,
+  hash: row.hash,
+  hint: row.hint,
+  createdAt: new Date(row.created_at),
+  revokedAt: row.revoked_at === null ? undefined : new Date(row.revoked_at),
+});
+
+class SqliteApiKeyStore implements ApiKeyStore {
+  readonly #db: Database.Database;
+  readonly #byHash: Database.Statement<[string], ApiKeyRow>;
+
+  constructor(db: Database.Database) {
+    this.#db = db;
+    this.#byHash = db.prepare<[string], ApiKeyRow>(
+      'SELECT * FROM api_keys WHERE hash = ? AND revoked_at IS NULL',
+    );
+  }
+
+  async insert(key: ApiKeyRecord): Promise<void> {
+    this.#db
+      .prepare(
+        'INSERT INTO api_keys (id, name, hash, hint, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?)',
+      )
+      .run(
+        key.id,
+        key.name,
+        key.hash,
+        key.hint,
+        key.createdAt.toISOString(),
+        key.revokedAt?.toISOString() ?? null,
+      );
+  }
+
+  async findActiveByHash(hash: string): Promise<ApiKeyRecord | undefined> {
+    const row = this.#byHash.get(hash);
+    return row && toApiKey(row);
+  }
+
+  async list(): Promise<ApiKeyRecord[]> {
+    const rows = this.#db.prepare<[], ApiKeyRow>('SELECT * FROM api_keys ORDER BY created_at, id').all();
+    return rows.map(toApiKey);
+  }
+
+  async revoke(id: string, at: Date): Promise<boolean> {
+    const result = this.#db
+      .prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL')
+      .run(at.toISOString(), id);
+    return result.changes > 0;
+  }
+
+  async count(): Promise<number> {
+    return this.#db.prepare<[], number>('SELECT count(*) FROM api_keys').pluck().get() as number;
+  }
+}

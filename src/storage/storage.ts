@@ -1,0 +1,56 @@
+import type { Pet, PetStatus } from '../domain/pet.js';
+
+/**
+ * The storage interface: everything the service needs from a database. Each adapter (one folder per
+ * database) implements it and passes the same contract suite, test/storage/storage-contract.ts.
+ */
+export interface Storage {
+  readonly pets: PetStore;
+  readonly apiKeys: ApiKeyStore;
+  /** A random secret shared by every node on this database, created on first use. */
+  sharedSecret(name: string): Promise<Buffer>;
+  /** Resolves when the database answers a query; for readiness probes. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface PetRecordInput {
+  name: string;
+  categoryId: bigint;
+  status: PetStatus;
+}
+
+export interface PetListQuery {
+  /** Keyset position: only pets with a greater id. */
+  afterId: bigint;
+  status?: PetStatus | undefined;
+  limit: number;
+}
+
+export interface PetStore {
+  /** Resolves once the pet is durably stored. */
+  create(pet: PetRecordInput): Promise<Pet>;
+  findById(id: bigint): Promise<Pet | undefined>;
+  /** Pets in ascending id order. */
+  list(query: PetListQuery): Promise<Pet[]>;
+}
+
+export interface ApiKeyRecord {
+  id: string;
+  name: string;
+  /** SHA-256 of the secret, hex. The secret itself is never stored. */
+  hash: string;
+  /** The secret's last four characters, to tell keys apart in a listing. */
+  hint: string;
+  createdAt: Date;
+  revokedAt: Date | undefined;
+}
+
+export interface ApiKeyStore {
+  insert(key: ApiKeyRecord): Promise<void>;
+  findActiveByHash(hash: string): Promise<ApiKeyRecord | undefined>;
+  list(): Promise<ApiKeyRecord[]>;
+  /** Resolves to false when no active key has this id. */
+  revoke(id: string, at: Date): Promise<boolean>;
+  count(): Promise<number>;
+}
