@@ -1,0 +1,156 @@
+import assert from 'node:assert/strict';
+import { afterEach, beforeEach, describe, test } from 'node:test';
+import { INT64_MAX, INT64_MIN } from '../../src/domain/pet.js';
+import type { ApiKeyRecord, Storage } from '../../src/storage/storage.js';
+import type { Backend, TestDatabase } from '../support/backends.js';
+
+const key = (id: string, hash: string): ApiKeyRecord => ({
+  id,
+  name: `key ${id}`,
+  hash,
+  hint: 'abcd',
+  createdAt: new Date('2026-01-02T03:04:05.678Z'),
+  revokedAt: undefined,
+});
+
+/**
+ * What every storage adapter must do. Each adapter's test file calls this with its backend; the suite
+ * itself knows nothing of any database.
+ */
+export function storageContract(backend: Backend): void {
+  describe(`storage contract (${backend.name})`, () => {
+    let database: TestDatabase;
+    let storage: Storage;
+    const opened: Storage[] = [];
+
+    beforeEach(async () => {
+      database = await backend.create();
+      storage = await database.open();
+      opened.push(storage);
+    });
+    afterEach(async () => {
+      for (const s of opened.splice(0)) await s.close();
+      await database.drop();
+    });
+
+    test('when pets are created, then ids are assigned in ascending order and every field reads back', async () => {
+      const a = await storage.pets.create({ name: 'Rex', categoryId: 1n, status: 'available' });
+      const b = await storage.pets.create({ name: 'Tom', categoryId: 2n, status: 'sold' });
+      assert.ok(a.id >= 1n && b.id > a.id);
+      assert.deepEqual(await storage.pets.findById(a.id), {
+        id: a.id,
+        name: 'Rex',
+        categoryId: 1n,
+        status: 'available',
+      });
+      assert.deepEqual(await storage.pets.findById(b.id), b);
+    });
+
+    test('when categoryId is at the int64 limits, then it is stored exactly', async () => {
+      for (const categoryId of [INT64_MAX, INT64_MIN, 2n ** 53n + 1n, -(2n ** 53n) - 1n, 0n]) {
+        const pet = await storage.pets.create({ name: 'x', categoryId, status: 'pending' });
+        assert.equal((await storage.pets.findById(pet.id))?.categoryId, categoryId);
+      }
+    });
+
+    test('when a name holds any Unicode text, then it reads back byte for byte', async () => {
+      for (const name of [
+        '  padded  ',
+        'Ünïcödé 猫 🐈‍⬛',
+        "Robert'); DROP TABLE pets;--",
+        'a'.repeat(255),
+        '%_\\',
+      ]) {
+        const pet = await storage.pets.create({ name, categoryId: 1n, status: 'available' });
+        assert.equal((await storage.pets.findById(pet.id))?.name, name);
+      }
+    });
+
+    test('when an id does not exist, then findById gives undefined', async () => {
+      assert.equal(await storage.pets.findById(1n), undefined);
+      assert.equal(await storage.pets.findById(INT64_MAX), undefined);
+    });
+
+    test('when listing, then pets come in ascending id order after the keyset position, at most limit', async () => {
+      const pets = [];
+      for (let i = 0; i < 7; i++) {
+        pets.push(
+          await storage.pets.create({
+            name: `p${i}`,
+            categoryId: BigInt(i),
+            status: i % 2 ? 'sold' : 'available',
+          }),
+        );
+      }
+      assert.deepEqual(await storage.pets.list({ afterId: 0n, limit: 100 }), pets);
+      assert.deepEqual(await storage.pets.list({ afterId: 0n, limit: 3 }), pets.slice(0, 3));
+      assert.deepEqual(await storage.pets.list({ afterId: pets[2]?.id ?? 0n, limit: 3 }), pets.slice(3, 6));
+      assert.deepEqual(await storage.pets.list({ afterId: pets[6]?.id ?? 0n, limit: 3 }), []);
+      assert.deepEqual(
+        await storage.pets.list({ afterId: 0n, status: 'sold', limit: 100 }),
+        pets.filter((p) => p.status === 'sold'),
+      );
+      assert.deepEqual(await storage.pets.list({ afterId: pets[1]?.id ?? 0n, status: 'sold', limit: 1 }), [
+        pets[3],
+      ]);
+      assert.deepEqual(await storage.pets.list({ afterId: 0n, status: 'pending', limit: 10 }), []);
+    });
+
+    test('when the storage is reopened, then everything written is still there', async () => {
+      const pet = await storage.pets.create({ name: 'kept', categoryId: 5n, status: 'sold' });
+      await storage.apiKeys.insert(key('key_1', 'h1'));
+      const secret = await storage.sharedSecret('cursor');
+      await storage.close();
+      storage = await database.open();
+      opened.push(storage);
+      assert.deepEqual(await storage.pets.findById(pet.id), pet);
+      assert.equal((await storage.apiKeys.findActiveByHash('h1'))?.id, 'key_1');
+      assert.deepEqual(await storage.sharedSecret('cursor'), secret);
+    });
+
+    test('when two connections ask for a shared secret, then both get the same one', async () => {
+      const other = await database.open();
+      opened.push(other);
+      const [a, b] = await Promise.all([storage.sharedSecret('cursor'), other.sharedSecret('cursor')]);
+      assert.ok(a.length >= 32);
+      assert.deepEqual(a, b);
+      assert.notDeepEqual(await storage.sharedSecret('another'), a);
+    });
+
+    test('when keys are inserted, listed and revoked, then only active keys are found by hash', async () => {
+      assert.equal(await storage.apiKeys.count(), 0);
+      await storage.apiKeys.insert(key('key_a', 'hash-a'));
+      await storage.apiKeys.insert({
+        ...key('key_b', 'hash-b'),
+        createdAt: new Date('2026-02-01T00:00:00Z'),
+      });
+      assert.equal(await storage.apiKeys.count(), 2);
+      assert.deepEqual(await storage.apiKeys.findActiveByHash('hash-a'), key('key_a', 'hash-a'));
+      assert.equal(await storage.apiKeys.findActiveByHash('nope'), undefined);
+
+      const at = new Date('2026-03-01T00:00:00Z');
+      assert.equal(await storage.apiKeys.revoke('key_a', at), true);
+      assert.equal(await storage.apiKeys.revoke('key_a', at), false, 'a revoked key cannot be revoked again');
+      assert.equal(await storage.apiKeys.revoke('key_missing', at), false);
+      assert.equal(await storage.apiKeys.findActiveByHash('hash-a'), undefined);
+      assert.equal(
+        await storage.apiKeys.count(),
+        2,
+        'revoked keys still count: the first-start key is not recreated',
+      );
+
+      const listed = await storage.apiKeys.list();
+      assert.deepEqual(
+        listed.map((k) => [k.id, k.revokedAt?.toISOString()]),
+        [
+          ['key_a', at.toISOString()],
+          ['key_b', undefined],
+        ],
+      );
+    });
+
+    test('when the database answers, then ping resolves', async () => {
+      await storage.ping();
+    });
+  });
+}

@@ -1,0 +1,73 @@
+import assert from 'node:assert/strict';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+
+type Json = Record<string, unknown>;
+interface Operation {
+  responses: Record<
+    string,
+    { content?: Record<string, { schema: Json }>; headers?: Record<string, unknown> }
+  >;
+}
+
+/**
+ * Checks responses against the served OpenAPI document, so the document cannot drift from what the
+ * service does: the status must be documented for the operation, and the body must match its schema.
+ */
+export class OpenApiContract {
+  readonly #ajv = new Ajv2020({ strict: false, allErrors: true, formats: { int64: true, int32: true } });
+  readonly #doc: Json;
+  readonly #routes: { method: string; pattern: RegExp; pointer: string; operation: Operation }[] = [];
+
+  constructor(doc: Json) {
+    this.#doc = doc;
+    this.#ajv.addSchema(doc, 'openapi');
+    const paths = doc.paths as Record<string, Record<string, Operation & { servers?: { url: string }[] }>>;
+    for (const [path, item] of Object.entries(paths)) {
+      for (const [method, operation] of Object.entries(item)) {
+        const base = operation.servers?.[0]?.url.replace(/\/$/, '') ?? '/v1';
+        const pattern = new RegExp(`^${base}${path.replace(/\{[^}]+\}/g, '[^/]+')}$`);
+        const pointer = `/paths/${path.replaceAll('~', '~0').replaceAll('/', '~1')}/${method}`;
+        this.#routes.push({ method: method.toUpperCase(), pattern, pointer, operation });
+      }
+    }
+  }
+
+  get document(): Json {
+    return this.#doc;
+  }
+
+  /** Asserts that a response to `method path` is one the document describes. */
+  check(method: string, path: string, status: number, contentType: string | null, body: string): void {
+    const route = this.#routes.find(
+      (r) => r.method === method && r.pattern.test(path.split('?')[0] as string),
+    );
+    if (!route) {
+      // Not an operation of the document (unknown path, wrong method): still an Error body.
+      if (status >= 400) this.#validate('openapi#/components/schemas/Error', body, `${method} ${path}`);
+      return;
+    }
+    const key = String(status) in route.operation.responses ? String(status) : 'default';
+    assert.ok(
+      key in route.operation.responses,
+      `${method} ${path} answered ${status}, which the OpenAPI document does not list`,
+    );
+    const content = route.operation.responses[key]?.content;
+    if (!content || method === 'HEAD') return;
+    assert.match(contentType ?? '', /^application\/json; charset=utf-8$/, `${method} ${path}: content type`);
+    const escapedKey = key.replaceAll('~', '~0').replaceAll('/', '~1');
+    this.#validate(
+      `openapi#${route.pointer}/responses/${escapedKey}/content/application~1json/schema`,
+      body,
+      `${method} ${path} ${status}`,
+    );
+  }
+
+  #validate(ref: string, body: string, what: string): void {
+    const validate = this.#ajv.getSchema(ref) ?? this.#ajv.compile({ $ref: ref });
+    const value = JSON.parse(body);
+    assert.ok(
+      validate(value),
+      `${what}: body does not match the OpenAPI document: ${this.#ajv.errorsText(validate.errors)}\n${body}`,
+    );
+  }
+}

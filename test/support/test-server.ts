@@ -1,0 +1,109 @@
+import type { FastifyInstance } from 'fastify';
+import { parse } from 'lossless-json';
+import { buildApp } from '../../src/app.js';
+import { type Config, loadConfig } from '../../src/config/config.js';
+import type { Storage } from '../../src/storage/storage.js';
+import { type Backend, sqlite, type TestDatabase } from './backends.js';
+import { OpenApiContract } from './openapi-contract.js';
+
+/** The key every test server accepts (through PETSTORE_API_KEYS). */
+export const TEST_KEY = 'test-key-0123456789abcdef';
+
+export interface TestResponse {
+  status: number;
+  headers: Headers;
+  text: string;
+  /** The body parsed with JSON.parse (int64 values beyond 2^53 are rounded: use `exact`). */
+  json: <T = unknown>() => T;
+  /** The body parsed keeping every integer exact (bigint beyond 2^53). */
+  exact: <T = unknown>() => T;
+}
+
+export interface RequestOptions {
+  /** A value to send as JSON, or a string/Buffer sent as it is. */
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** The bearer key; null sends no Authorization header. Defaults to TEST_KEY. */
+  key?: string | null;
+}
+
+export interface TestServer {
+  url: string;
+  app: FastifyInstance;
+  storage: Storage;
+  database: TestDatabase;
+  contract: OpenApiContract;
+  request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
+  close(): Promise<void>;
+}
+
+export interface TestServerOptions {
+  backend?: Backend;
+  /** Environment variables on top of the test defaults. */
+  env?: Record<string, string>;
+  now?: () => Date;
+  /** Reuse a database (e.g. a second node on the same one). */
+  database?: TestDatabase;
+}
+
+export function testConfig(url: string, env: Record<string, string> = {}): Config {
+  return loadConfig({
+    DATABASE_URL: url,
+    PETSTORE_API_KEYS: TEST_KEY,
+    LOG_LEVEL: 'silent',
+    PORT: '0',
+    ...env,
+  });
+}
+
+/** Starts the real service on port 0 against a fresh database; every response is checked against its OpenAPI document. */
+export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
+  const database = options.database ?? (await (options.backend ?? sqlite).create());
+  const storage = await database.open();
+  const config = testConfig(database.url, options.env);
+  const app = await buildApp({ config, storage, ...(options.now ? { now: options.now } : {}) });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const address = app.server.address();
+  const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+  const contract = new OpenApiContract(
+    (await (await fetch(`${url}/v1/openapi.json`)).json()) as Record<string, unknown>,
+  );
+
+  const request = async (method: string, path: string, opts: RequestOptions = {}): Promise<TestResponse> => {
+    const headers: Record<string, string> = {};
+    const key = opts.key === undefined ? TEST_KEY : opts.key;
+    if (key !== null) headers.authorization = `Bearer ${key}`;
+    let body: string | Buffer | undefined;
+    if (opts.body !== undefined) {
+      body =
+        typeof opts.body === 'string' || Buffer.isBuffer(opts.body) ? opts.body : JSON.stringify(opts.body);
+      headers['content-type'] = 'application/json';
+    }
+    Object.assign(headers, opts.headers);
+    const res = await fetch(`${url}${path}`, { method, headers, ...(body === undefined ? {} : { body }) });
+    const text = await res.text();
+    contract.check(method, path, res.status, res.headers.get('content-type'), text);
+    return {
+      status: res.status,
+      headers: res.headers,
+      text,
+      json: <T>() => JSON.parse(text) as T,
+      exact: <T>() =>
+        parse(text, null, (n) => (Number.isSafeInteger(Number(n)) ? Number(n) : BigInt(n))) as T,
+    };
+  };
+
+  return {
+    url,
+    app,
+    storage,
+    database,
+    contract,
+    request,
+    close: async () => {
+      await app.close();
+      await storage.close();
+      if (!options.database) await database.drop();
+    },
+  };
+}
