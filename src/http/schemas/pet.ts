@@ -30,7 +30,8 @@ export const NewPet = Type.Object(
       maxLength: 255,
       // Not blank; no C0 control characters or DEL; no unpaired surrogate (so every backend stores
       // exactly what it acknowledged). Lengths count Unicode code points.
-      pattern: '^(?=[\\s\\S]*\\S)[^\\u0000-\\u001F\\u007F\\uD800-\\uDFFF]*$',
+      // The group is optional so that an empty name is reported once, by minLength.
+      pattern: '^((?=[\\s\\S]*\\S)[^\\u0000-\\u001F\\u007F\\uD800-\\uDFFF]*)?$',
       [PATTERN_MESSAGE]: 'must not be blank nor contain control characters or unpaired surrogates',
       description: "The animal's name: 1 to 255 characters, stored and returned exactly as sent.",
     }),
