@@ -25,7 +25,7 @@ export class CursorCodec {
 
   encode(position: CursorPosition): string {
     const payload = Buffer.from(`${position.afterId}:${position.status ?? ''}`).toString('base64url');
-    return `${payload}.${this.#tag(payload).toString('base64url')}`;
+    return `${payload}.${this.#tag(payload)}`;
   }
 
   /** Throws InvalidCursorError unless the cursor is one of ours, for the same status filter. */
@@ -33,8 +33,11 @@ export class CursorCodec {
     const dot = cursor.indexOf('.');
     if (cursor.length > MAX_CURSOR_LENGTH || dot < 1) throw new InvalidCursorError('cursor is not valid');
     const payload = cursor.slice(0, dot);
-    const tag = Buffer.from(cursor.slice(dot + 1), 'base64url');
-    if (tag.length !== TAG_BYTES || !timingSafeEqual(tag, this.#tag(payload))) {
+    // Compared as text: base64url decoding ignores the spare bits of the last character, so comparing
+    // decoded bytes would accept a cursor with that character altered.
+    const tag = Buffer.from(cursor.slice(dot + 1));
+    const expected = Buffer.from(this.#tag(payload));
+    if (tag.length !== expected.length || !timingSafeEqual(tag, expected)) {
       throw new InvalidCursorError('cursor is not valid');
     }
     const [afterId = '', cursorStatus = ''] = Buffer.from(payload, 'base64url').toString().split(':');
@@ -44,7 +47,11 @@ export class CursorCodec {
     return { afterId: BigInt(afterId), status };
   }
 
-  #tag(payload: string): Buffer {
-    return createHmac('sha256', this.#secret).update(payload).digest().subarray(0, TAG_BYTES);
+  #tag(payload: string): string {
+    return createHmac('sha256', this.#secret)
+      .update(payload)
+      .digest()
+      .subarray(0, TAG_BYTES)
+      .toString('base64url');
   }
 }

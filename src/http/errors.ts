@@ -49,7 +49,11 @@ export function toApiError(error: unknown): ApiError {
 }
 
 export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
-  return reply.code(error.statusCode).headers(error.headers).send(error.toBody());
+  // nosniff here too: errors raised before routing (frameworkErrors) skip the onRequest hooks.
+  return reply
+    .code(error.statusCode)
+    .headers({ ...error.headers, 'X-Content-Type-Options': 'nosniff' })
+    .send(error.toBody());
 }
 
 /** Installs the error handler, the not-found handler and the 405 logic on the root instance. */

@@ -43,7 +43,8 @@ export class OpenApiContract {
     );
     if (!route) {
       // Not an operation of the document (unknown path, wrong method): still an Error body.
-      if (status >= 400) this.#validate('openapi#/components/schemas/Error', body, `${method} ${path}`);
+      if (status >= 400 && method !== 'HEAD')
+        this.#validate('openapi#/components/schemas/Error', body, `${method} ${path}`);
       return;
     }
     const key = String(status) in route.operation.responses ? String(status) : 'default';
