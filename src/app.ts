@@ -10,6 +10,7 @@ import { installErrorHandling, sendError, toApiError } from './http/errors.js';
 import { installJsonBodyParser } from './http/json-body.js';
 import { Links } from './http/links.js';
 import { registerOpenApi } from './http/openapi.js';
+import { requestIdFor, setCommonHeaders } from './http/request-id.js';
 import { RequestLog } from './http/request-log.js';
 import { healthRoutes } from './http/routes/health.js';
 import { petRoutes } from './http/routes/pets.js';
@@ -43,7 +44,10 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
         }),
     bodyLimit: config.bodyLimit,
     logController: new RequestLog(),
-    routerOptions: { maxParamLength: 512 },
+    requestIdHeader: false, // taken by genReqId only once validated
+    genReqId: requestIdFor,
+    // Long enough that any petId reaches its own validation (Node caps a request head at 16 KiB anyway).
+    routerOptions: { maxParamLength: 16 * 1024 },
     schemaErrorFormatter: (errors, httpPart) => new Error(describeValidationErrors(errors, httpPart)),
     // Errors found before routing (a malformed URL) take the same Error body as every other.
     frameworkErrors: (error, _request, reply) => sendError(reply, toApiError(error)),
@@ -57,7 +61,7 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
   await registerOpenApi(app, config);
 
   app.addHook('onRequest', async (_request, reply) => {
-    reply.header('X-Content-Type-Options', 'nosniff');
+    setCommonHeaders(reply);
   });
 
   const links = new Links(config.publicBaseUrl);

@@ -135,6 +135,10 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
           ),
         },
       },
+      // Past the sunset the operation is gone, whatever petId says: checked before validation.
+      preValidation: async () => {
+        if (isRetired(now())) throw new ApiError('gone', `getPet was removed on ${SUNSET}; use GET /v1/pets`);
+      },
       // onSend, not onRequest: it also runs for responses that hooks before this route produce (401).
       onSend: async (_request, reply, payload) => {
         reply.headers(deprecationHeaders);
@@ -142,7 +146,6 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
       },
     },
     async (request) => {
-      if (isRetired(now())) throw new ApiError('gone', `getPet was removed on ${SUNSET}; use GET /v1/pets`);
       const pet = await catalog.find(request.params.petId);
       if (!pet) throw new ApiError('not_found', 'no animal has this id');
       return pet;
