@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { InvalidCursorError } from '../domain/errors.js';
+import { setCommonHeaders } from './request-id.js';
 import { ERROR_STATUS, type ErrorBody, type ErrorCode } from './schemas/error.js';
 
 /** An error meant for the client: its code, message and status are sent as they are. */
@@ -49,11 +50,8 @@ export function toApiError(error: unknown): ApiError {
 }
 
 export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
-  // nosniff here too: errors raised before routing (frameworkErrors) skip the onRequest hooks.
-  return reply
-    .code(error.statusCode)
-    .headers({ ...error.headers, 'X-Content-Type-Options': 'nosniff' })
-    .send(error.toBody());
+  // The common headers here too: errors raised before routing (frameworkErrors) skip the hooks.
+  return setCommonHeaders(reply).code(error.statusCode).headers(error.headers).send(error.toBody());
 }
 
 /** Installs the error handler, the not-found handler and the 405 logic on the root instance. */

@@ -5,6 +5,11 @@ import { type FastifyReply, type FastifyRequest, LogController } from 'fastify';
  * are never logged (so no Authorization value can leak), nor is the incoming-request line.
  */
 export class RequestLog extends LogController {
+  constructor() {
+    // Every line a request logs carries its id, the one echoed in X-Request-Id.
+    super({ requestIdLogLabel: 'requestId' });
+  }
+
   override incomingRequest(): void {}
 
   override requestCompleted(error: Error | null, request: FastifyRequest, reply: FastifyReply): void {

@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { backends } from '../support/backends.js';
+import { startTestServer, type TestServer } from '../support/test-server.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+for (const backend of backends) {
+  describe(`request ids (${backend.name})`, () => {
+    let server: TestServer;
+    before(async () => {
+      server = await startTestServer({ backend });
+    });
+    after(() => server.close());
+
+    test('when a safe X-Request-Id is sent, then the response echoes it', async () => {
+      const res = await server.request('GET', '/v1/pets', { headers: { 'x-request-id': 'trace-42.a:b_c' } });
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get('x-request-id'), 'trace-42.a:b_c');
+    });
+
+    for (const [label, value] of [
+      ['too long', 'x'.repeat(65)],
+      ['with spaces', 'a b'],
+      ['with a quote', 'a"b'],
+      ['with non-ASCII', 'café'],
+    ] as const) {
+      test(`when the X-Request-Id sent is ${label}, then a fresh UUID is used instead`, async () => {
+        const res = await server.request('GET', '/v1/pets', {
+          headers: { 'x-request-id': encodeURI(value) === value ? value : encodeURI(value) },
+        });
+        assert.match(res.headers.get('x-request-id') ?? '', UUID);
+      });
+    }
+
+    test('when no X-Request-Id is sent, then every response, errors included, carries a distinct one', async () => {
+      const responses = [
+        await server.request('GET', '/v1/pets'),
+        await server.request('GET', '/v1/pets', { key: null }),
+        await server.request('GET', '/nowhere'),
+        await server.request('GET', '/v1/pets/%zz'),
+      ];
+      const ids = responses.map((res) => res.headers.get('x-request-id') ?? '');
+      for (const id of ids) assert.match(id, UUID);
+      assert.equal(new Set(ids).size, ids.length);
+    });
+  });
+}
