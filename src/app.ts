@@ -9,6 +9,7 @@ import { requireApiKey } from './http/auth.js';
 import { installErrorHandling, sendError, toApiError } from './http/errors.js';
 import { installJsonBodyParser } from './http/json-body.js';
 import { Links } from './http/links.js';
+import { registerMetrics, ServiceMetrics } from './http/metrics.js';
 import { registerOpenApi } from './http/openapi.js';
 import { requestIdFor, setCommonHeaders } from './http/request-id.js';
 import { RequestLog } from './http/request-log.js';
@@ -64,9 +65,12 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
     setCommonHeaders(reply);
   });
 
+  const metrics = new ServiceMetrics(storage);
+  registerMetrics(app, metrics);
+  const store = metrics.instrument(storage);
   const links = new Links(config.publicBaseUrl);
-  const catalog = new PetCatalog(storage.pets, new CursorCodec(await storage.sharedSecret('cursor')));
-  const verifier = new ApiKeyVerifier(storage.apiKeys, config.apiKeys);
+  const catalog = new PetCatalog(store.pets, new CursorCodec(await store.sharedSecret('cursor')));
+  const verifier = new ApiKeyVerifier(store.apiKeys, config.apiKeys);
 
   await app.register(healthRoutes, { storage });
   await app.register(

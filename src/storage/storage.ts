@@ -9,9 +9,18 @@ export interface Storage {
   readonly apiKeys: ApiKeyStore;
   /** A random secret shared by every node on this database, created on first use. */
   sharedSecret(name: string): Promise<Buffer>;
+  /** Connection pool occupancy, for adapters that pool connections (metrics). */
+  poolStats?(): PoolStats;
   /** Resolves when the database answers a query; for readiness probes. */
   ping(): Promise<void>;
   close(): Promise<void>;
+}
+
+export interface PoolStats {
+  total: number;
+  idle: number;
+  /** Clients queued for a connection. */
+  waiting: number;
 }
 
 export interface PetRecordInput {

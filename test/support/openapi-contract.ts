@@ -54,6 +54,11 @@ export class OpenApiContract {
     );
     const content = route.operation.responses[key]?.content;
     if (!content || method === 'HEAD') return;
+    if (!('application/json' in content)) {
+      const mediaType = (contentType ?? '').split(';')[0] as string;
+      assert.ok(mediaType in content, `${method} ${path}: ${contentType} is not a documented media type`);
+      return;
+    }
     assert.match(contentType ?? '', /^application\/json; charset=utf-8$/, `${method} ${path}: content type`);
     const escapedKey = key.replaceAll('~', '~0').replaceAll('/', '~1');
     this.#validate(

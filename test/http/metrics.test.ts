@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { backends } from '../support/backends.js';
+import { startTestServer, type TestServer } from '../support/test-server.js';
+
+/** The value of one sample line of a Prometheus text exposition, or undefined. */
+function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    if (Object.entries(labels).every(([key, value]) => line.includes(`${key}="${value}"`))) {
+      return Number(line.slice(line.lastIndexOf(' ') + 1));
+    }
+  }
+  return undefined;
+}
+
+for (const backend of backends) {
+  describe(`metrics (${backend.name})`, () => {
+    let server: TestServer;
+    before(async () => {
+      server = await startTestServer({ backend });
+    });
+    after(() => server.close());
+
+    test('when traffic has been served, then /metrics counts it by route template and status', async () => {
+      await server.request('POST', '/v1/pets', { body: { name: 'Rex', categoryId: 1 } });
+      await server.request('GET', '/v1/pets/1');
+      await server.request('GET', '/v1/pets/2');
+      await server.request('GET', '/v1/pets', { key: null });
+      await server.request('GET', '/no/such/path');
+
+      const res = await server.request('GET', '/metrics', { key: null });
+      assert.equal(res.status, 200);
+      assert.match(res.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4; charset=utf-8$/);
+      const text = res.text;
+      const get = { method: 'GET', route: '/v1/pets/:petId' };
+      assert.equal(
+        sample(text, 'petstore_http_requests_total', { method: 'POST', route: '/v1/pets', status: '201' }),
+        1,
+      );
+      assert.equal(sample(text, 'petstore_http_requests_total', { ...get, status: '200' }), 1);
+      assert.equal(sample(text, 'petstore_http_requests_total', { ...get, status: '404' }), 1);
+      assert.equal(
+        sample(text, 'petstore_http_requests_total', { method: 'GET', route: '/v1/pets', status: '401' }),
+        1,
+      );
+      assert.equal(sample(text, 'petstore_http_requests_total', { route: 'unmatched', status: '404' }), 1);
+      assert.equal(
+        sample(text, 'petstore_http_request_duration_seconds_count', { ...get, status: '200' }),
+        1,
+      );
+      assert.equal(
+        sample(text, 'petstore_http_request_duration_seconds_bucket', { ...get, status: '200', le: '+Inf' }),
+        1,
+      );
+      assert.equal(sample(text, 'petstore_rate_limited_total'), 0);
+      assert.ok(
+        (sample(text, 'petstore_process_resident_memory_bytes') ?? 0) > 0,
+        'process metrics are exported',
+      );
+      assert.ok(!text.includes('/v1/pets/1"'), 'raw URLs never become label values');
+    });
+
+    test('when storage operations fail, then they are counted by operation', async () => {
+      const broken = await startTestServer({ backend });
+      try {
+        await broken.storage.close();
+        const res = await broken.request('POST', '/v1/pets', { body: { name: 'Rex', categoryId: 1 } });
+        assert.equal(res.status, 500);
+        const metrics = await broken.request('GET', '/metrics', { key: null });
+        assert.equal(sample(metrics.text, 'petstore_storage_errors_total', { operation: 'pets.create' }), 1);
+        assert.equal(
+          sample(metrics.text, 'petstore_http_requests_total', {
+            method: 'POST',
+            route: '/v1/pets',
+            status: '500',
+          }),
+          1,
+        );
+      } finally {
+        await broken.app.close();
+        await broken.database.drop();
+      }
+    });
+  });
+}
