@@ -6,6 +6,8 @@ import { ApiKeyVerifier } from './domain/api-keys.js';
 import { CursorCodec } from './domain/paging.js';
 import { PetCatalog } from './domain/pet-catalog.js';
 import { requireApiKey } from './http/auth.js';
+import { registerCors } from './http/cors.js';
+import { registerDocs } from './http/docs.js';
 import { installErrorHandling, sendError, toApiError } from './http/errors.js';
 import { installJsonBodyParser } from './http/json-body.js';
 import { Links } from './http/links.js';
@@ -60,6 +62,8 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
   installErrorHandling(app);
   installRouteFallbacks(app);
   await registerOpenApi(app, config);
+  await registerCors(app, config.corsOrigins);
+  await registerDocs(app);
 
   app.addHook('onRequest', async (_request, reply) => {
     setCommonHeaders(reply);

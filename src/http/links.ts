@@ -28,7 +28,7 @@ export class Links {
 
   /** Documentation of listPets, getPet's replacement. */
   listPetsDocs(): string {
-    return `${this.#docs}#tag/pets/GET/v1/pets`;
+    return `${this.#docs}#/pets/listPets`;
   }
 }
 

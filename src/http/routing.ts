@@ -12,6 +12,8 @@ const METHODS: readonly HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', '
 export function installRouteFallbacks(app: FastifyInstance): void {
   const known = FindMyWay();
   app.addHook('onRoute', (route) => {
+    // A catch-all (the CORS preflight route, `OPTIONS *`) says nothing about which resources exist.
+    if (route.url.includes('*')) return;
     for (const method of [route.method].flat() as HTTPMethod[]) {
       if (!known.hasRoute(method, route.url)) known.on(method, route.url, () => {});
     }

@@ -17,9 +17,9 @@ const DEPRECATION = '@1793491200';
 /** RFC 8594: removal on 5 December 2030, as an HTTP-date. */
 const SUNSET = 'Thu, 05 Dec 2030 00:00:00 GMT';
 const SUNSET_INSTANT = Date.parse('2030-12-05T00:00:00Z');
-const DOCS_LINK = '</docs#tag/pets/GET/v1/pets>; rel="deprecation"; type="text/html"';
+const DOCS_LINK = '</docs#/pets/listPets>; rel="deprecation"; type="text/html"';
 const ABSOLUTE_DOCS_LINK =
-  '<https://api.example.com/docs#tag/pets/GET/v1/pets>; rel="deprecation"; type="text/html"';
+  '<https://api.example.com/docs#/pets/listPets>; rel="deprecation"; type="text/html"';
 const GONE_MESSAGE = `getPet was removed on ${SUNSET}; use GET /v1/pets`;
 const NOT_FOUND_MESSAGE = 'no animal has this id';
 /** A clock well before the sunset, whatever the real date is when the tests run. */
