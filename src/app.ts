@@ -8,6 +8,7 @@ import { PetCatalog } from './domain/pet-catalog.js';
 import { requireApiKey } from './http/auth.js';
 import { registerCors } from './http/cors.js';
 import { registerDocs } from './http/docs.js';
+import { installDraining } from './http/draining.js';
 import { installErrorHandling, sendError, toApiError } from './http/errors.js';
 import { installJsonBodyParser } from './http/json-body.js';
 import { Links } from './http/links.js';
@@ -46,6 +47,7 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
           },
         }),
     bodyLimit: config.bodyLimit,
+    return503OnClosing: false, // see installDraining
     logController: new RequestLog(),
     requestIdHeader: false, // taken by genReqId only once validated
     genReqId: requestIdFor,
@@ -60,6 +62,7 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
   app.setValidatorCompiler(createValidatorCompiler(SHARED_SCHEMAS));
   installJsonBodyParser(app, config.bodyLimit);
   installErrorHandling(app);
+  installDraining(app);
   installRouteFallbacks(app);
   await registerOpenApi(app, config);
   await registerCors(app, config.corsOrigins);

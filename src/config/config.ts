@@ -21,6 +21,12 @@ const EnvSchema = Type.Object({
     pattern: '^(sqlite:.+|postgres(ql)?://.+)$',
     description: 'sqlite:<path>, sqlite::memory: or postgres://user@host:port/db',
   }),
+  DATABASE_POOL_SIZE: Type.Integer({
+    minimum: 1,
+    maximum: 1000,
+    default: 10,
+    description: 'PostgreSQL connections per process; keep nodes × workers × this under max_connections.',
+  }),
   PETSTORE_API_KEYS: Type.String({
     default: '',
     pattern: '^(\\s*[^,\\s]{16,}\\s*(,\\s*[^,\\s]{16,}\\s*)*)?$',
@@ -42,6 +48,12 @@ const EnvSchema = Type.Object({
     default: 64 * 1024,
     description: 'Largest request body in bytes; larger ones get 413.',
   }),
+  CORS_ORIGINS: Type.String({
+    default: '',
+    pattern: '^(\\s*https?://[^,\\s/]+\\s*(,\\s*https?://[^,\\s/]+\\s*)*)?$',
+    description:
+      'Browser origins allowed to call the API (CORS), comma-separated, e.g. https://app.example.com; none by default.',
+  }),
 });
 
 export type Env = Static<typeof EnvSchema>;
@@ -50,11 +62,13 @@ export interface Config {
   host: string;
   port: number;
   databaseUrl: string;
+  databasePoolSize: number;
   apiKeys: string[];
   publicBaseUrl: string | undefined;
   stagingBaseUrl: string | undefined;
   logLevel: string;
   bodyLimit: number;
+  corsOrigins: string[];
 }
 
 export class ConfigError extends Error {
@@ -80,15 +94,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: parsed.HOST,
     port: parsed.PORT,
     databaseUrl: parsed.DATABASE_URL,
-    apiKeys: parsed.PETSTORE_API_KEYS.split(',')
-      .map((key) => key.trim())
-      .filter((key) => key !== ''),
+    databasePoolSize: parsed.DATABASE_POOL_SIZE,
+    apiKeys: list(parsed.PETSTORE_API_KEYS),
     publicBaseUrl: parsed.PUBLIC_BASE_URL?.replace(/\/$/, ''),
     stagingBaseUrl: parsed.STAGING_BASE_URL?.replace(/\/$/, ''),
     logLevel: parsed.LOG_LEVEL,
     bodyLimit: parsed.BODY_LIMIT,
+    corsOrigins: list(parsed.CORS_ORIGINS),
   };
 }
+
+const list = (value: string): string[] =>
+  value
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
 
 /** The documented variables only: the rest of the environment is none of our business. */
 function pickKnown(env: NodeJS.ProcessEnv): Record<string, string> {

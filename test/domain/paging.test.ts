@@ -1,0 +1,140 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { InvalidCursorError } from '../../src/domain/errors.js';
+import { CursorCodec } from '../../src/domain/paging.js';
+
+const SECRET = Buffer.alloc(32, 7);
+const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+const INT64_MAX = 2n ** 63n - 1n;
+
+const isInvalidCursor = (error: unknown) => {
+  assert.ok(error instanceof InvalidCursorError, `expected InvalidCursorError, got ${String(error)}`);
+  return true;
+};
+
+/** Every decode of `cursor` that did not throw InvalidCursorError, to list in a failure message. */
+function accepted(codec: CursorCodec, cursors: string[], status: 'sold' | undefined): string[] {
+  const passed: string[] = [];
+  for (const cursor of cursors) {
+    try {
+      codec.decode(cursor, status);
+      passed.push(cursor);
+    } catch (error) {
+      assert.ok(error instanceof InvalidCursorError, `${cursor}: threw ${String(error)}`);
+    }
+  }
+  return passed;
+}
+
+describe('CursorCodec', () => {
+  const codec = new CursorCodec(SECRET);
+
+  test('when a cursor is made with a status filter, then it decodes to the same position and status', () => {
+    const cursor = codec.encode({ afterId: 42n, status: 'sold' });
+    assert.deepEqual(codec.decode(cursor, 'sold'), { afterId: 42n, status: 'sold' });
+  });
+
+  test('when a cursor is made without a status filter, then it decodes to the same position and no status', () => {
+    const cursor = codec.encode({ afterId: 7n, status: undefined });
+    assert.deepEqual(codec.decode(cursor, undefined), { afterId: 7n, status: undefined });
+  });
+
+  test('when a cursor holds the largest int64 id, then it decodes to exactly that id', () => {
+    for (const status of ['available', 'pending', 'sold', undefined] as const) {
+      const cursor = codec.encode({ afterId: INT64_MAX, status });
+      assert.deepEqual(codec.decode(cursor, status), { afterId: INT64_MAX, status });
+    }
+  });
+
+  test('when a cursor is made, then it is opaque URL-safe text that does not show the id in the clear', () => {
+    const cursor = codec.encode({ afterId: 123456789n, status: 'pending' });
+    assert.match(cursor, /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/);
+    assert.equal(cursor.includes('123456789'), false);
+    assert.equal(encodeURIComponent(cursor), cursor);
+  });
+
+  test("when a cursor made for status 'sold' is used for 'available', then it is refused", () => {
+    const cursor = codec.encode({ afterId: 42n, status: 'sold' });
+    assert.throws(() => codec.decode(cursor, 'available'), isInvalidCursor);
+  });
+
+  test("when a cursor made for status 'sold' is used without a status, then it is refused", () => {
+    const cursor = codec.encode({ afterId: 42n, status: 'sold' });
+    assert.throws(() => codec.decode(cursor, undefined), isInvalidCursor);
+  });
+
+  test("when a cursor made without a status is used for 'sold', then it is refused", () => {
+    const cursor = codec.encode({ afterId: 42n, status: undefined });
+    assert.throws(() => codec.decode(cursor, 'sold'), isInvalidCursor);
+  });
+
+  test('when any single character of a cursor is changed, then the cursor is refused', () => {
+    const cursor = codec.encode({ afterId: 42n, status: 'sold' });
+    const tampered: string[] = [];
+    for (let i = 0; i < cursor.length; i++) {
+      for (const replacement of `${BASE64URL}.+/=`) {
+        if (replacement !== cursor[i]) tampered.push(cursor.slice(0, i) + replacement + cursor.slice(i + 1));
+      }
+    }
+    assert.equal(tampered.length, cursor.length * 67);
+    assert.deepEqual(accepted(codec, tampered, 'sold'), [], `tampered cursors accepted (original ${cursor})`);
+  });
+
+  test('when characters are appended to or removed from a cursor, then the cursor is refused', () => {
+    const cursor = codec.encode({ afterId: 42n, status: 'sold' });
+    const variants = [
+      `${cursor}A`,
+      `${cursor}=`,
+      `${cursor}==`,
+      `${cursor} `,
+      `${cursor}.`,
+      `${cursor}.x`,
+      ` ${cursor}`,
+      `A${cursor}`,
+      cursor.slice(1),
+      cursor.slice(0, -1),
+    ];
+    assert.deepEqual(accepted(codec, variants, 'sold'), [], `altered cursors accepted (original ${cursor})`);
+  });
+
+  test('when a cursor was made with a different secret, then it is refused', () => {
+    const foreign = new CursorCodec(Buffer.alloc(32, 8)).encode({ afterId: 42n, status: 'sold' });
+    assert.notEqual(foreign, codec.encode({ afterId: 42n, status: 'sold' }));
+    assert.throws(() => codec.decode(foreign, 'sold'), isInvalidCursor);
+  });
+
+  test('when a cursor is overlong, then it is refused', () => {
+    const valid = codec.encode({ afterId: 42n, status: 'sold' });
+    const [payload, tag] = valid.split('.') as [string, string];
+    for (const overlong of [
+      'A'.repeat(10_000),
+      `${'A'.repeat(300)}.${tag}`,
+      `${payload}${'A'.repeat(300)}.${tag}`,
+      `${payload}.${tag}${'A'.repeat(300)}`,
+    ]) {
+      assert.throws(() => codec.decode(overlong, 'sold'), isInvalidCursor);
+    }
+  });
+
+  test('when a cursor is garbage, then it is refused with InvalidCursorError', () => {
+    for (const garbage of [
+      '',
+      '.',
+      '..',
+      'abc',
+      '.abc',
+      'abc.',
+      'a.b.c',
+      '!!!.???',
+      '😀.😀',
+      '42',
+      'null',
+      '%00.%00',
+      Buffer.from('42:sold').toString('base64url'),
+      `${Buffer.from('42:sold').toString('base64url')}.${'A'.repeat(22)}`,
+    ]) {
+      assert.throws(() => codec.decode(garbage, 'sold'), isInvalidCursor, JSON.stringify(garbage));
+      assert.throws(() => codec.decode(garbage, undefined), isInvalidCursor, JSON.stringify(garbage));
+    }
+  });
+});
