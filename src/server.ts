@@ -3,6 +3,7 @@ import { buildApp } from './app.js';
 import type { Config } from './config/config.js';
 import { ensureFirstApiKey } from './domain/api-keys.js';
 import { openStorage } from './storage/open-storage.js';
+import type { ApiKeyStore } from './storage/storage.js';
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -18,9 +19,20 @@ const HEADERS_TIMEOUT_MS = 10_000;
 // Longer than common load balancers' idle timeout (60 s), so they, not we, close idle connections.
 const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
+export interface StartOptions {
+  /**
+   * Whether this process creates and prints the first API key when none exists. A cluster worker says
+   * no: its primary does it once, rather than every worker racing to create one.
+   */
+  createFirstKey?: boolean;
+}
+
 /** The one entry point that listens: opens storage, builds the app, listens. */
-export async function startServer(config: Config): Promise<RunningServer> {
-  const storage = await openStorage(config.databaseUrl);
+export async function startServer(
+  config: Config,
+  { createFirstKey = true }: StartOptions = {},
+): Promise<RunningServer> {
+  const storage = await openStorage(config);
   const app = await buildApp({ config, storage });
   app.server.requestTimeout = REQUEST_TIMEOUT_MS;
   app.server.headersTimeout = HEADERS_TIMEOUT_MS;
@@ -28,11 +40,9 @@ export async function startServer(config: Config): Promise<RunningServer> {
 
   await app.listen({ host: config.host, port: config.port });
   const address = app.server.address();
-  const port = typeof address === 'object' && address ? address.port : config.port;
-  const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  const url = serverUrl(config.host, typeof address === 'object' && address ? address.port : config.port);
   // Only once the service is reachable: a key created by a start that then failed would never be shown.
-  const firstKey = await ensureFirstApiKey(storage.apiKeys, config.apiKeys, new Date());
-  if (firstKey) printFirstKey(firstKey, url);
+  if (createFirstKey) await announceFirstKey(storage.apiKeys, config, url);
 
   let closing: Promise<void> | undefined;
   return {
@@ -45,7 +55,15 @@ export async function startServer(config: Config): Promise<RunningServer> {
   };
 }
 
-function printFirstKey(secret: string, url: string): void {
+/** Where a server listening on host:port is reached, e.g. http://127.0.0.1:3000 or http://[::1]:3000. */
+export function serverUrl(host: string, port: number): string {
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+/** Creates the first API key when none exists at all, and prints it once with a curl line for `url`. */
+export async function announceFirstKey(apiKeys: ApiKeyStore, config: Config, url: string): Promise<void> {
+  const secret = await ensureFirstApiKey(apiKeys, config.apiKeys, new Date());
+  if (secret === undefined) return;
   process.stderr.write(
     [
       '',

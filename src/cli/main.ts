@@ -2,6 +2,7 @@
 import { Command } from 'commander';
 import { keysCommand } from './keys.js';
 import { migrateCommand } from './migrate.js';
+import { migrateDataCommand } from './migrate-data.js';
 import { serveCommand } from './serve.js';
 
 const program = new Command('petstore')
@@ -12,6 +13,7 @@ const program = new Command('petstore')
 program.addCommand(serveCommand(), { isDefault: true });
 program.addCommand(keysCommand());
 program.addCommand(migrateCommand());
+program.addCommand(migrateDataCommand());
 
 try {
   await program.parseAsync();

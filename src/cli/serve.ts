@@ -1,6 +1,16 @@
-import { Command } from 'commander';
+import cluster from 'node:cluster';
+import { availableParallelism } from 'node:os';
+import { Command, InvalidArgumentError } from 'commander';
+import { runCluster } from '../cluster.js';
 import { describeConfig, loadConfig } from '../config/config.js';
 import { startServer } from '../server.js';
+
+/** `--workers`: a positive count, or `auto` for one per core. */
+function parseWorkers(value: string): number {
+  if (value === 'auto') return availableParallelism();
+  if (!/^[1-9]\d{0,3}$/.test(value)) throw new InvalidArgumentError('expected a positive integer or "auto"');
+  return Number(value);
+}
 
 export function serveCommand(): Command {
   const variables = describeConfig()
@@ -11,10 +21,20 @@ export function serveCommand(): Command {
     .join('\n');
   return new Command('serve')
     .description('run the HTTP service (the default command)')
+    .option(
+      '-w, --workers <count>',
+      'processes serving on the one port: a number, or "auto" for one per core',
+      parseWorkers,
+      1,
+    )
     .addHelpText('after', `\nEnvironment variables:\n${variables}`)
-    .action(async () => {
-      const server = await startServer(loadConfig());
-      // SIGTERM from an orchestrator, SIGINT from a terminal: drain, close the database, exit 0.
+    .action(async ({ workers }: { workers: number }) => {
+      const config = loadConfig();
+      if (workers > 1 && cluster.isPrimary) return runCluster(config, workers);
+      // A worker leaves the first key to its primary, which creates it once all workers listen.
+      const server = await startServer(config, { createFirstKey: cluster.isPrimary });
+      // SIGTERM from an orchestrator (or a cluster primary), SIGINT from a terminal: drain, close the
+      // database, exit 0.
       for (const signal of ['SIGTERM', 'SIGINT'] as const) {
         process.once(signal, () => {
           server.app.log.info({ signal }, 'shutting down');

@@ -4,7 +4,7 @@ import type { Storage } from '../storage/storage.js';
 
 /** Runs a command against the configured database (DATABASE_URL), closing it afterwards. */
 export async function withStorage<T>(work: (storage: Storage) => Promise<T>): Promise<T> {
-  const storage = await openStorage(loadConfig().databaseUrl);
+  const storage = await openStorage(loadConfig());
   try {
     return await work(storage);
   } finally {

@@ -40,8 +40,15 @@ export interface PetStore {
   /** Resolves once the pet is durably stored. */
   create(pet: PetRecordInput): Promise<Pet>;
   findById(id: bigint): Promise<Pet | undefined>;
-  /** Pets in ascending id order. */
+  /** Pets in ascending id order. Without a status, also how migrate-data reads every pet, batch by batch. */
   list(query: PetListQuery): Promise<Pet[]>;
+  count(): Promise<number>;
+  /**
+   * Stores pets copied from another database, ids kept, in one transaction. A pet whose id is already
+   * taken is left as it is (pets never change, so a re-run has nothing to update). Pets created later
+   * get ids above every imported one. Resolves to the number of pets inserted.
+   */
+  importBatch(pets: readonly Pet[]): Promise<number>;
 }
 
 export interface ApiKeyRecord {
@@ -62,4 +69,10 @@ export interface ApiKeyStore {
   /** Resolves to false when no active key has this id. */
   revoke(id: string, at: Date): Promise<boolean>;
   count(): Promise<number>;
+  /**
+   * Stores keys copied from another database, hashes kept, in one transaction. A key whose id exists
+   * only takes on a revocation: a re-run carries a revocation over, and never brings a revoked key back.
+   * Resolves to the number of keys inserted or revoked.
+   */
+  importBatch(keys: readonly ApiKeyRecord[]): Promise<number>;
 }

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, test } from 'node:test';
+import type { Pet } from '../../src/domain/pet.js';
 import { INT64_MAX, INT64_MIN } from '../../src/domain/pet.js';
 import type { ApiKeyRecord, Storage } from '../../src/storage/storage.js';
 import type { Backend, TestDatabase } from '../support/backends.js';
@@ -108,6 +109,27 @@ export function storageContract(backend: Backend): void {
       assert.deepEqual(await storage.sharedSecret('cursor'), secret);
     });
 
+    test('when several nodes open a fresh database at once, then each migrates safely and all share its rows', async () => {
+      const fresh = await backend.create();
+      const nodes: Storage[] = [];
+      try {
+        nodes.push(...(await Promise.all([1, 2, 3, 4].map(() => fresh.open()))));
+        const created = await Promise.all(
+          nodes.map((node, i) => node.pets.create({ name: `n${i}`, categoryId: BigInt(i), status: 'sold' })),
+        );
+        assert.equal(new Set(created.map((pet) => pet.id)).size, nodes.length, 'ids are unique across nodes');
+        for (const node of nodes) {
+          assert.deepEqual(
+            await node.pets.list({ afterId: 0n, limit: 10 }),
+            [...created].sort((a, b) => (a.id < b.id ? -1 : 1)),
+          );
+        }
+      } finally {
+        for (const node of nodes) await node.close();
+        await fresh.drop();
+      }
+    });
+
     test('when two connections ask for a shared secret, then both get the same one', async () => {
       const other = await database.open();
       opened.push(other);
@@ -147,6 +169,54 @@ export function storageContract(backend: Backend): void {
           ['key_b', undefined],
         ],
       );
+    });
+
+    test('when pets are imported, then their ids and fields are kept and later creates come after them', async () => {
+      const created = await storage.pets.create({
+        name: 'already here',
+        categoryId: 1n,
+        status: 'available',
+      });
+      const imported: Pet[] = [
+        { id: created.id, name: 'a different pet with a taken id', categoryId: 9n, status: 'sold' },
+        {
+          id: 1_000n,
+          name: 'Ünïcödé 🐈‍⬛ "quoted" \\ {braces}, commas',
+          categoryId: INT64_MAX,
+          status: 'pending',
+        },
+        { id: 5_000_000_000n, name: '  padded  ', categoryId: INT64_MIN, status: 'sold' },
+        { id: 20n, name: 'NULL', categoryId: -(2n ** 53n) - 1n, status: 'available' },
+      ];
+      assert.equal(await storage.pets.importBatch(imported), 3, 'the pet whose id is taken is skipped');
+      assert.deepEqual(await storage.pets.findById(created.id), created, 'an existing pet is left as it is');
+      const expected = [created, ...imported.slice(1)].sort((a, b) => (a.id < b.id ? -1 : 1));
+      assert.deepEqual(await storage.pets.list({ afterId: 0n, limit: 100 }), expected);
+      assert.equal(await storage.pets.count(), 4);
+
+      assert.equal(await storage.pets.importBatch(imported), 0, 'importing again changes nothing');
+      assert.equal(await storage.pets.importBatch([]), 0);
+      assert.deepEqual(await storage.pets.list({ afterId: 0n, limit: 100 }), expected);
+
+      const next = await storage.pets.create({ name: 'after', categoryId: 2n, status: 'sold' });
+      assert.ok(next.id > 5_000_000_000n, `a new pet's id (${next.id}) comes after every imported one`);
+    });
+
+    test('when keys are imported, then hashes are kept, revocations carry over and none is revived', async () => {
+      const revokedAt = new Date('2026-04-05T06:07:08.901Z');
+      const a = key('key_a', 'hash-a');
+      const b = { ...key('key_b', 'hash-b'), revokedAt };
+      assert.equal(await storage.apiKeys.importBatch([a, b]), 2);
+      assert.deepEqual(await storage.apiKeys.list(), [a, b]);
+      assert.equal(await storage.apiKeys.importBatch([a, b]), 0, 'importing again changes nothing');
+
+      assert.equal(await storage.apiKeys.importBatch([{ ...a, revokedAt }]), 1, 'a revocation carries over');
+      assert.equal(await storage.apiKeys.findActiveByHash('hash-a'), undefined);
+      assert.equal(await storage.apiKeys.importBatch([a]), 0, 'a revoked key is not brought back');
+      assert.deepEqual(await storage.apiKeys.list(), [
+        { ...a, revokedAt },
+        { ...b, revokedAt },
+      ]);
     });
 
     test('when the database answers, then ping resolves', async () => {

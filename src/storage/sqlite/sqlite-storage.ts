@@ -3,6 +3,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { Pet, PetStatus } from '../../domain/pet.js';
+import { type PetRow, toPet } from '../pet-row.js';
 import type {
   ApiKeyRecord,
   ApiKeyStore,
@@ -22,10 +23,11 @@ export class SqliteStorage implements Storage {
   constructor(path: string) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
     this.#db = new Database(path);
+    // First, so that every step below waits for a process opening the same file (a worker) to finish.
+    this.#db.pragma('busy_timeout = 5000');
     this.#db.pragma('journal_mode = WAL');
     // FULL: a commit is on disk before it returns, so a 201 survives a crash the instant after.
     this.#db.pragma('synchronous = FULL');
-    this.#db.pragma('busy_timeout = 5000');
     this.#db.pragma('foreign_keys = ON');
     migrate(this.#db);
     this.pets = new SqlitePetStore(this.#db);
@@ -53,8 +55,10 @@ export class SqliteStorage implements Storage {
 }
 
 function migrate(db: Database.Database): void {
-  const applied = db.pragma('user_version', { simple: true }) as number;
+  // The version is read inside the write transaction: a process that waited for another's migration
+  // then sees it done instead of running it a second time.
   db.transaction(() => {
+    const applied = db.pragma('user_version', { simple: true }) as number;
     for (let version = applied; version < SQLITE_MIGRATIONS.length; version++) {
       db.exec(SQLITE_MIGRATIONS[version] as string);
       db.pragma(`user_version = ${version + 1}`);
@@ -62,27 +66,15 @@ function migrate(db: Database.Database): void {
   }).immediate();
 }
 
-interface PetRow {
-  id: bigint;
-  name: string;
-  category_id: bigint;
-  status: PetStatus;
-}
-
-const toPet = (row: PetRow): Pet => ({
-  id: row.id,
-  name: row.name,
-  categoryId: row.category_id,
-  status: row.status,
-});
-
 class SqlitePetStore implements PetStore {
+  readonly #db: Database.Database;
   readonly #insert: Database.Statement<[string, bigint, PetStatus], { id: bigint }>;
   readonly #byId: Database.Statement<[bigint], PetRow>;
   readonly #page: Database.Statement<[bigint, number], PetRow>;
   readonly #pageByStatus: Database.Statement<[PetStatus, bigint, number], PetRow>;
 
   constructor(db: Database.Database) {
+    this.#db = db;
     // safeIntegers: int64 columns come back as bigint, never rounded to a double.
     this.#insert = db
       .prepare<[string, bigint, PetStatus], { id: bigint }>(
@@ -120,6 +112,23 @@ class SqlitePetStore implements PetStore {
       : this.#page.all(query.afterId, query.limit);
     return rows.map(toPet);
   }
+
+  async count(): Promise<number> {
+    return this.#db.prepare<[], number>('SELECT count(*) FROM pets').pluck().get() as number;
+  }
+
+  async importBatch(pets: readonly Pet[]): Promise<number> {
+    // AUTOINCREMENT's counter follows the largest id inserted, so later creates come after these.
+    const insert = this.#db.prepare<[bigint, string, bigint, PetStatus]>(
+      'INSERT INTO pets (id, name, category_id, status) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING',
+    );
+    return this.#db.transaction(() =>
+      pets.reduce(
+        (inserted, pet) => inserted + insert.run(pet.id, pet.name, pet.categoryId, pet.status).changes,
+        0,
+      ),
+    )();
+  }
 }
 
 interface ApiKeyRow {
@@ -140,6 +149,18 @@ const toApiKey = (row: ApiKeyRow): ApiKeyRecord => ({
   revokedAt: row.revoked_at === null ? undefined : new Date(row.revoked_at),
 });
 
+const toApiKeyRow = (key: ApiKeyRecord): ApiKeyRow => ({
+  id: key.id,
+  name: key.name,
+  hash: key.hash,
+  hint: key.hint,
+  created_at: key.createdAt.toISOString(),
+  revoked_at: key.revokedAt?.toISOString() ?? null,
+});
+
+const INSERT_API_KEY = `INSERT INTO api_keys (id, name, hash, hint, created_at, revoked_at)
+  VALUES (@id, @name, @hash, @hint, @created_at, @revoked_at)`;
+
 class SqliteApiKeyStore implements ApiKeyStore {
   readonly #db: Database.Database;
   readonly #byHash: Database.Statement<[string], ApiKeyRow>;
@@ -152,18 +173,17 @@ class SqliteApiKeyStore implements ApiKeyStore {
   }
 
   async insert(key: ApiKeyRecord): Promise<void> {
-    this.#db
-      .prepare(
-        'INSERT INTO api_keys (id, name, hash, hint, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?)',
-      )
-      .run(
-        key.id,
-        key.name,
-        key.hash,
-        key.hint,
-        key.createdAt.toISOString(),
-        key.revokedAt?.toISOString() ?? null,
-      );
+    this.#db.prepare(INSERT_API_KEY).run(toApiKeyRow(key));
+  }
+
+  async importBatch(keys: readonly ApiKeyRecord[]): Promise<number> {
+    const upsert = this.#db.prepare<[ApiKeyRow]>(
+      `${INSERT_API_KEY} ON CONFLICT (id) DO UPDATE SET revoked_at = excluded.revoked_at
+       WHERE api_keys.revoked_at IS NULL AND excluded.revoked_at IS NOT NULL`,
+    );
+    return this.#db.transaction(() =>
+      keys.reduce((written, key) => written + upsert.run(toApiKeyRow(key)).changes, 0),
+    )();
   }
 
   async findActiveByHash(hash: string): Promise<ApiKeyRecord | undefined> {

@@ -1,0 +1,252 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import type { Pet } from '../../domain/pet.js';
+import { type PetRow, toPet } from '../pet-row.js';
+import type {
+  ApiKeyRecord,
+  ApiKeyStore,
+  PetListQuery,
+  PetRecordInput,
+  PetStore,
+  PoolStats,
+  Storage,
+} from '../storage.js';
+import { migrate } from './migrations.js';
+import { inTransaction } from './transaction.js';
+
+export interface PostgresOptions {
+  /** Connections this process may hold (DATABASE_POOL_SIZE). */
+  poolSize: number;
+}
+
+/**
+ * int8 columns (ids, categoryId, count(*)) parsed to bigint. node-postgres returns them as strings by
+ * default, and Number() would round anything beyond 2^53; this stays exact. Scoped to our pool rather
+ * than set on pg.types, so no other code in the process is affected.
+ */
+const types: pg.CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === pg.types.builtins.INT8 && format !== 'binary'
+      ? BigInt
+      : pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig['getTypeParser'],
+};
+
+// A request waits this long for a free connection, or for the server to answer a connect, then fails
+// (a 503 from /readyz, a 500 elsewhere) instead of hanging until the client gives up.
+const CONNECTION_TIMEOUT_MS = 5_000;
+
+/**
+ * For several nodes on one database. A pet's 201 is durable once COMMIT returns: PostgreSQL's default
+ * synchronous_commit=on flushes the write-ahead log first (keep it on).
+ */
+export class PostgresStorage implements Storage {
+  readonly pets: PetStore;
+  readonly apiKeys: ApiKeyStore;
+  readonly #pool: pg.Pool;
+
+  private constructor(pool: pg.Pool) {
+    this.#pool = pool;
+    this.pets = new PostgresPetStore(pool);
+    this.apiKeys = new PostgresApiKeyStore(pool);
+  }
+
+  /** Connects and applies pending migrations; rejects when the database cannot be reached. */
+  static async open(url: string, options: PostgresOptions): Promise<PostgresStorage> {
+    const pool = new pg.Pool({
+      connectionString: url,
+      max: options.poolSize,
+      connectionTimeoutMillis: CONNECTION_TIMEOUT_MS,
+      types,
+    });
+    // An idle connection that breaks (a server restart, a network cut) is dropped by the pool and
+    // replaced on next use; without a listener the 'error' event would crash the process.
+    pool.on('error', () => undefined);
+    try {
+      await migrate(pool);
+    } catch (error) {
+      await pool.end();
+      throw error;
+    }
+    return new PostgresStorage(pool);
+  }
+
+  async sharedSecret(name: string): Promise<Buffer> {
+    // Insert-if-absent then read: when nodes race, the first commit wins and every node reads its value.
+    await this.#pool.query(
+      'INSERT INTO shared_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING',
+      [name, randomBytes(32)],
+    );
+    const { rows } = await this.#pool.query<{ value: Buffer }>(
+      'SELECT value FROM shared_secrets WHERE name = $1',
+      [name],
+    );
+    return (rows[0] as { value: Buffer }).value;
+  }
+
+  poolStats(): PoolStats {
+    return { total: this.#pool.totalCount, idle: this.#pool.idleCount, waiting: this.#pool.waitingCount };
+  }
+
+  async ping(): Promise<void> {
+    await this.#pool.query('SELECT 1');
+  }
+
+  async close(): Promise<void> {
+    if (!this.#pool.ended) await this.#pool.end();
+  }
+}
+
+const PET_COLUMNS = 'id, name, category_id, status';
+
+class PostgresPetStore implements PetStore {
+  readonly #pool: pg.Pool;
+
+  constructor(pool: pg.Pool) {
+    this.#pool = pool;
+  }
+
+  async create(pet: PetRecordInput): Promise<Pet> {
+    const { rows } = await this.#pool.query<{ id: bigint }>(
+      'INSERT INTO pets (name, category_id, status) VALUES ($1, $2, $3) RETURNING id',
+      [pet.name, pet.categoryId, pet.status],
+    );
+    return { id: (rows[0] as { id: bigint }).id, ...pet };
+  }
+
+  async findById(id: bigint): Promise<Pet | undefined> {
+    const { rows } = await this.#pool.query<PetRow>(`SELECT ${PET_COLUMNS} FROM pets WHERE id = $1`, [id]);
+    return rows[0] && toPet(rows[0]);
+  }
+
+  async list(query: PetListQuery): Promise<Pet[]> {
+    const { rows } = query.status
+      ? await this.#pool.query<PetRow>(
+          `SELECT ${PET_COLUMNS} FROM pets WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3`,
+          [query.status, query.afterId, query.limit],
+        )
+      : await this.#pool.query<PetRow>(`SELECT ${PET_COLUMNS} FROM pets WHERE id > $1 ORDER BY id LIMIT $2`, [
+          query.afterId,
+          query.limit,
+        ]);
+    return rows.map(toPet);
+  }
+
+  async count(): Promise<number> {
+    return countRows(this.#pool, 'pets');
+  }
+
+  async importBatch(pets: readonly Pet[]): Promise<number> {
+    if (pets.length === 0) return 0;
+    return inTransaction(this.#pool, async (client) => {
+      // Creates wait until this commits: no id can be handed out while the sequence is moved below.
+      await client.query('LOCK TABLE pets IN SHARE ROW EXCLUSIVE MODE');
+      const { rowCount } = await client.query(
+        `INSERT INTO pets (${PET_COLUMNS})
+         SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[])
+         ON CONFLICT (id) DO NOTHING`,
+        [
+          pets.map((p) => p.id),
+          pets.map((p) => p.name),
+          pets.map((p) => p.categoryId),
+          pets.map((p) => p.status),
+        ],
+      );
+      // Explicit ids leave the identity sequence behind: move it past the largest id, never back.
+      // (nextval's own value may go unused; ids need only be unique and ascending, not dense.)
+      await client.query(
+        `SELECT setval(seq, greatest((SELECT max(id) FROM pets), nextval(seq)))
+         FROM CAST(pg_get_serial_sequence('pets', 'id') AS regclass) AS seq`,
+      );
+      return rowCount ?? 0;
+    });
+  }
+}
+
+interface ApiKeyRow {
+  id: string;
+  name: string;
+  hash: string;
+  hint: string;
+  created_at: Date;
+  revoked_at: Date | null;
+}
+
+const toApiKey = (row: ApiKeyRow): ApiKeyRecord => ({
+  id: row.id,
+  name: row.name,
+  hash: row.hash,
+  hint: row.hint,
+  createdAt: row.created_at,
+  revokedAt: row.revoked_at ?? undefined,
+});
+
+const API_KEY_COLUMNS = 'id, name, hash, hint, created_at, revoked_at';
+
+class PostgresApiKeyStore implements ApiKeyStore {
+  readonly #pool: pg.Pool;
+
+  constructor(pool: pg.Pool) {
+    this.#pool = pool;
+  }
+
+  async insert(key: ApiKeyRecord): Promise<void> {
+    await this.#pool.query(`INSERT INTO api_keys (${API_KEY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)`, [
+      key.id,
+      key.name,
+      key.hash,
+      key.hint,
+      key.createdAt,
+      key.revokedAt ?? null,
+    ]);
+  }
+
+  async importBatch(keys: readonly ApiKeyRecord[]): Promise<number> {
+    const { rowCount } = await this.#pool.query(
+      `INSERT INTO api_keys (${API_KEY_COLUMNS})
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[])
+       ON CONFLICT (id) DO UPDATE SET revoked_at = excluded.revoked_at
+       WHERE api_keys.revoked_at IS NULL AND excluded.revoked_at IS NOT NULL`,
+      [
+        keys.map((k) => k.id),
+        keys.map((k) => k.name),
+        keys.map((k) => k.hash),
+        keys.map((k) => k.hint),
+        keys.map((k) => k.createdAt),
+        keys.map((k) => k.revokedAt ?? null),
+      ],
+    );
+    return rowCount ?? 0;
+  }
+
+  async findActiveByHash(hash: string): Promise<ApiKeyRecord | undefined> {
+    const { rows } = await this.#pool.query<ApiKeyRow>(
+      `SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE hash = $1 AND revoked_at IS NULL`,
+      [hash],
+    );
+    return rows[0] && toApiKey(rows[0]);
+  }
+
+  async list(): Promise<ApiKeyRecord[]> {
+    const { rows } = await this.#pool.query<ApiKeyRow>(
+      `SELECT ${API_KEY_COLUMNS} FROM api_keys ORDER BY created_at, id`,
+    );
+    return rows.map(toApiKey);
+  }
+
+  async revoke(id: string, at: Date): Promise<boolean> {
+    const result = await this.#pool.query(
+      'UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL',
+      [at, id],
+    );
+    return (result.rowCount ?? 0) > 0;
+  }
+
+  async count(): Promise<number> {
+    return countRows(this.#pool, 'api_keys');
+  }
+}
+
+async function countRows(pool: pg.Pool, table: 'pets' | 'api_keys'): Promise<number> {
+  const { rows } = await pool.query<{ count: bigint }>(`SELECT count(*) AS count FROM ${table}`);
+  return Number(rows[0]?.count ?? 0n);
+}

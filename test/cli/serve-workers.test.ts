@@ -1,0 +1,116 @@
+import assert from 'node:assert/strict';
+import { request } from 'node:http';
+import { after, before, describe, test } from 'node:test';
+import { backends, type TestDatabase } from '../support/backends.js';
+import { CliProcess, jsonLines } from '../support/cli.js';
+
+interface Answer {
+  status: number;
+  text: string;
+}
+
+/**
+ * One request on a connection of its own (no keep-alive agent): node:cluster hands each new connection
+ * to the next worker, so successive calls land on different workers.
+ */
+function onNewConnection(url: string, method: string, key: string, body?: unknown): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, {
+      method,
+      agent: false,
+      headers: {
+        authorization: `Bearer ${key}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+    });
+    req.on('error', reject);
+    req.on('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8').on('data', (chunk: string) => {
+        text += chunk;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.end(body === undefined ? undefined : JSON.stringify(body));
+  });
+}
+
+const isAlive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+for (const backend of backends) {
+  describe(`petstore serve --workers 2 (${backend.name})`, () => {
+    let database: TestDatabase;
+    let serve: CliProcess;
+    let url: string;
+
+    before(async () => {
+      database = await backend.create();
+      // No PETSTORE_API_KEYS: the first start must create exactly one key, not one per worker.
+      serve = new CliProcess(['serve', '--workers', '2'], {
+        PORT: '0',
+        DATABASE_URL: database.url,
+        LOG_LEVEL: 'info',
+      });
+      url = await serve.waitFor('the primary to say its workers listen', () => {
+        return /petstore: 2 workers listening on (http:\/\/\S+)/.exec(serve.stderr)?.[1];
+      });
+    });
+    after(async () => {
+      await serve?.kill();
+      await database?.drop();
+    });
+
+    const workerPids = () =>
+      jsonLines(serve.stdout)
+        .filter((line) => String(line.msg).startsWith('Server listening at'))
+        .map((line) => line.pid as number);
+
+    test('when requests arrive on new connections, then two worker processes on one port serve them', async () => {
+      const workers = workerPids();
+      assert.equal(new Set(workers).size, 2, 'two distinct workers listen');
+      assert.ok(!workers.includes(serve.child.pid as number), 'the primary itself serves nothing');
+
+      assert.equal(serve.stderr.match(/No API key existed/g)?.length, 1, 'one first key, printed once');
+      const key = /^ {2}(pst_\S+)$/m.exec(serve.stderr)?.[1];
+      assert.ok(key, serve.output());
+
+      const ids: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        const res = await onNewConnection(`${url}/v1/pets`, 'POST', key, { name: `w${i}`, categoryId: i });
+        assert.equal(res.status, 201, res.text);
+        ids.push((JSON.parse(res.text) as { id: number }).id);
+      }
+      assert.equal(new Set(ids).size, 6);
+      const list = await onNewConnection(`${url}/v1/pets`, 'GET', key);
+      assert.deepEqual(
+        (JSON.parse(list.text) as { id: number }[]).map((pet) => pet.id),
+        [...ids].sort((a, b) => a - b),
+      );
+
+      const servedBy = await serve.waitFor('request lines from both workers', () => {
+        const pids = new Set(
+          jsonLines(serve.stdout)
+            .filter((line) => line.msg === 'request')
+            .map((line) => line.pid as number),
+        );
+        return pids.size === 2 ? pids : undefined;
+      });
+      assert.deepEqual([...servedBy].sort(), [...workers].sort());
+    });
+
+    test('when the primary gets SIGTERM, then every worker drains and it exits 0', async () => {
+      const workers = workerPids();
+      serve.signal('SIGTERM');
+      const result = await serve.waitForExit();
+      assert.equal(result.code, 0, serve.output());
+      assert.deepEqual(workers.filter(isAlive), [], 'no worker outlives the primary');
+    });
+  });
+}

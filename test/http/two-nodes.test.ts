@@ -1,0 +1,111 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { newApiKey } from '../../src/domain/api-keys.js';
+import { backends, type TestDatabase } from '../support/backends.js';
+import { runCli } from '../support/cli.js';
+import { nextHref, type PetBody, toPath } from '../support/paging.js';
+import { startTestServer, type TestServer } from '../support/test-server.js';
+
+/** DECISIONS.md: a revoked key is refused "within seconds on every node"; the issue says 5. */
+const REVOCATION_DEADLINE_MS = 5_000;
+
+/** Asks `node` with `key` until it answers 401; false if it still accepts the key at the deadline. */
+async function refusedBefore(deadline: number, node: TestServer, key: string): Promise<boolean> {
+  for (;;) {
+    if ((await node.request('GET', '/v1/pets?limit=1', { key })).status === 401) return true;
+    if (Date.now() > deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+for (const backend of backends) {
+  describe(`two nodes on one database (${backend.name})`, () => {
+    let database: TestDatabase;
+    let nodes: [TestServer, TestServer];
+
+    before(async () => {
+      database = await backend.create();
+      nodes = [await startTestServer({ database }), await startTestServer({ database })];
+    });
+    after(async () => {
+      for (const node of nodes ?? []) await node.close();
+      await database?.drop();
+    });
+
+    test('when both nodes take creates at once, then every id is unique and both list them all', async () => {
+      const responses = await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          (nodes[i % 2] as TestServer).request('POST', '/v1/pets', {
+            body: { name: `concurrent-${i}`, categoryId: i },
+          }),
+        ),
+      );
+      for (const res of responses) assert.equal(res.status, 201, res.text);
+      const ids = responses.map((res) => res.json<PetBody>().id);
+      assert.equal(new Set(ids).size, ids.length, 'no id was handed out twice');
+
+      for (const node of nodes) {
+        const listed = (await node.request('GET', '/v1/pets?limit=100')).json<PetBody[]>().map((p) => p.id);
+        for (const id of ids) assert.ok(listed.includes(id), `pet ${id} is listed by ${node.url}`);
+      }
+    });
+
+    test('when a pet is created through one node, then the other returns it at once', async () => {
+      const [first, second] = nodes;
+      // Raw JSON: a categoryId beyond 2^53 must cross nodes exactly.
+      const res = await first.request('POST', '/v1/pets', {
+        body: '{"name":"seen everywhere","categoryId":9007199254740993,"status":"pending"}',
+      });
+      assert.equal(res.status, 201, res.text);
+      const pet = res.exact<{ id: number }>();
+
+      const fetched = await second.request('GET', `/v1/pets/${pet.id}`);
+      assert.equal(fetched.status, 200, fetched.text);
+      assert.deepEqual(fetched.exact(), pet);
+      const pending = (await second.request('GET', '/v1/pets?status=pending&limit=100')).exact<unknown[]>();
+      assert.deepEqual(pending.at(-1), pet);
+    });
+
+    test('when a walk starts on one node, then its next links work on the other', async () => {
+      for (let i = 0; i < 5; i++) {
+        const res = await nodes[0].request('POST', '/v1/pets', {
+          body: { name: `walk-${i}`, categoryId: i, status: 'sold' },
+        });
+        assert.equal(res.status, 201, res.text);
+      }
+      const everything = (await nodes[0].request('GET', '/v1/pets?status=sold&limit=100')).json<PetBody[]>();
+      assert.ok(everything.length >= 5);
+
+      const seen: PetBody[] = [];
+      let path: string | undefined = '/v1/pets?status=sold&limit=2';
+      for (let page = 0; path !== undefined; page++) {
+        // Alternate nodes page by page: every cursor followed was issued by the other node.
+        const res = await (nodes[page % 2] as TestServer).request('GET', path);
+        assert.equal(res.status, 200, res.text);
+        seen.push(...res.json<PetBody[]>());
+        const href = nextHref(res);
+        path = href === undefined ? undefined : toPath(href);
+      }
+      assert.deepEqual(seen, everything);
+    });
+
+    test('when a key is revoked with the command line, then both nodes refuse it within 5 seconds', async () => {
+      const key = newApiKey('two-nodes test', new Date());
+      await nodes[0].storage.apiKeys.insert(key.record);
+      for (const node of nodes) {
+        assert.equal((await node.request('GET', '/v1/pets', { key: key.secret })).status, 200);
+      }
+
+      const revoke = await runCli(['keys', 'revoke', key.record.id], { DATABASE_URL: database.url });
+      assert.equal(revoke.code, 0, revoke.stderr);
+
+      const deadline = Date.now() + REVOCATION_DEADLINE_MS;
+      for (const node of nodes) {
+        assert.ok(
+          await refusedBefore(deadline, node, key.secret),
+          `${node.url} still accepts the revoked key`,
+        );
+      }
+    });
+  });
+}
