@@ -8,7 +8,7 @@ test('when the configuration grows, then the README table names every variable',
   for (const variable of describeConfig()) {
     assert.match(
       readme,
-      new RegExp(`^\\| \`${variable.name}\` \\|`, 'm'),
+      new RegExp(`^\\| \`${variable.name}\` +\\|`, 'm'),
       `${variable.name} is missing from the README`,
     );
   }
