@@ -3,22 +3,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { describeConfig } from '../../src/config/config.js';
 
 /** The repository root: the CLI runs from here, as `node --import tsx src/cli/main.ts …`. */
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CLI_ARGS = ['--import', 'tsx', 'src/cli/main.ts'];
 
 /** Every variable the service reads: a developer's own settings must not leak into a test's child. */
-const CONFIG_VARIABLES = [
-  'HOST',
-  'PORT',
-  'DATABASE_URL',
-  'PETSTORE_API_KEYS',
-  'PUBLIC_BASE_URL',
-  'STAGING_BASE_URL',
-  'LOG_LEVEL',
-  'BODY_LIMIT',
-];
+const CONFIG_VARIABLES = describeConfig().map((variable) => variable.name);
 
 /** How long a test waits for a child to do something before it gives up (not a timing assertion). */
 const DEADLINE_MS = 60_000;

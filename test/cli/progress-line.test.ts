@@ -1,0 +1,29 @@
+import assert from 'node:assert/strict';
+import { PassThrough } from 'node:stream';
+import { test } from 'node:test';
+import { ProgressLine } from '../../src/cli/progress-line.js';
+
+function capture(isTTY: boolean): { stream: PassThrough & { isTTY?: boolean }; text: () => string } {
+  const stream = Object.assign(new PassThrough(), { isTTY });
+  const chunks: Buffer[] = [];
+  stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+  return { stream, text: () => Buffer.concat(chunks).toString() };
+}
+
+test('when the output is a terminal, then progress redraws one line in place and ends it when done', () => {
+  const { stream, text } = capture(true);
+  const progress = new ProgressLine(stream);
+  progress.update('1 of 3');
+  progress.update('2 of 3');
+  progress.update('3 of 3', true);
+  assert.equal(text(), '\r\x1b[2K1 of 3\r\x1b[2K2 of 3\r\x1b[2K3 of 3\n');
+});
+
+test('when the output is not a terminal, then progress is plain lines with no control characters, the last always written', () => {
+  const { stream, text } = capture(false);
+  const progress = new ProgressLine(stream);
+  progress.update('1 of 3');
+  progress.update('2 of 3'); // within the interval of the first: left out
+  progress.update('3 of 3', true);
+  assert.equal(text(), '1 of 3\n3 of 3\n');
+});

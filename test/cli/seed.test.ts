@@ -1,0 +1,61 @@
+import assert from 'node:assert/strict';
+import { after, describe, test } from 'node:test';
+import { PET_STATUSES } from '../../src/domain/pet.js';
+import { openStorage } from '../../src/storage/open-storage.js';
+import { killAllCliProcesses, runCli, type TempDatabase, tempDatabase } from '../support/cli.js';
+
+describe('petstore seed', () => {
+  const databases: TempDatabase[] = [];
+  after(() => {
+    killAllCliProcesses();
+    for (const database of databases) database.remove();
+  });
+
+  test('when seed --count 2500 runs, then 2500 plausible animals are added in batches with plain progress lines', async () => {
+    const database = tempDatabase();
+    databases.push(database);
+    const result = await runCli(['seed', '--count', '2500', '--batch-size', '1000'], {
+      DATABASE_URL: database.url,
+    });
+    assert.equal(result.code, 0, result.stderr);
+    // Not a terminal: plain lines, never a carriage return, ending on the total.
+    assert.ok(!result.stderr.includes('\r'));
+    assert.match(result.stderr.trim().split('\n').at(-1) ?? '', /^seeding: 2500 of 2500 animals \(100%\)$/);
+
+    const storage = await openStorage({ databaseUrl: database.url, databasePoolSize: 1 });
+    try {
+      assert.equal(await storage.pets.count(), 2500);
+      const pets = await storage.pets.list({ afterId: 0n, limit: 2500 });
+      for (const pet of pets) {
+        assert.match(pet.name, /^[A-Z][a-z]+ the [a-z ]+$/);
+        assert.ok(pet.categoryId >= 1n && pet.categoryId <= 12n);
+        assert.ok(PET_STATUSES.includes(pet.status));
+      }
+      assert.equal(new Set(pets.map((pet) => pet.status)).size, 3, 'every status occurs');
+    } finally {
+      await storage.close();
+    }
+  });
+
+  for (const bad of ['0', 'abc', '-5', '1.5']) {
+    test(`when --count is ${bad}, then it exits non-zero with one line saying why`, async () => {
+      const database = tempDatabase();
+      databases.push(database);
+      const result = await runCli(['seed', '--count', bad], { DATABASE_URL: database.url });
+      assert.notEqual(result.code, 0);
+      assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+      assert.match(result.stderr, /count.*expected an integer from 1 to 100000000/);
+    });
+  }
+});
+
+describe('petstore command errors', () => {
+  for (const args of [['frobnicate'], ['keys', 'frob'], ['keys', 'list', '--bogus']]) {
+    test(`when run as petstore ${args.join(' ')}, then it exits non-zero with one line naming the mistake`, async () => {
+      const result = await runCli(args, { DATABASE_URL: 'sqlite::memory:' });
+      assert.notEqual(result.code, 0);
+      assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+      assert.match(result.stderr, /^error: unknown (command|option) '(frobnicate|frob|--bogus)'/);
+    });
+  }
+});
