@@ -1,19 +1,25 @@
+import type { ServerOptions } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { SchemaObject } from 'ajv';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Config } from './config/config.js';
 import { ApiKeyVerifier } from './domain/api-keys.js';
+import { IdempotentPetCreation } from './domain/idempotency.js';
 import { CursorCodec } from './domain/paging.js';
 import { PetCatalog } from './domain/pet-catalog.js';
+import type { TokenBuckets } from './domain/token-bucket.js';
 import { requireApiKey } from './http/auth.js';
+import { answerClientError } from './http/client-errors.js';
 import { registerCors } from './http/cors.js';
 import { registerDocs } from './http/docs.js';
 import { installDraining } from './http/draining.js';
-import { installErrorHandling, sendError, toApiError } from './http/errors.js';
+import { ApiError, installErrorHandling, sendError, toApiError } from './http/errors.js';
 import { installJsonBodyParser } from './http/json-body.js';
 import { Links } from './http/links.js';
 import { registerMetrics, ServiceMetrics } from './http/metrics.js';
 import { registerOpenApi } from './http/openapi.js';
+import { shedLoad } from './http/overload.js';
+import { limitRequestRate } from './http/rate-limit.js';
 import { requestIdFor, setCommonHeaders } from './http/request-id.js';
 import { RequestLog } from './http/request-log.js';
 import { healthRoutes } from './http/routes/health.js';
@@ -22,6 +28,8 @@ import { installRouteFallbacks } from './http/routing.js';
 import { ErrorBody } from './http/schemas/error.js';
 import { PET_SCHEMAS } from './http/schemas/pet.js';
 import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
+import { MemoryBuckets } from './rate-limit/memory-buckets.js';
+import { RedisBuckets } from './rate-limit/redis-buckets.js';
 import type { Storage } from './storage/storage.js';
 
 export interface AppOptions {
@@ -47,8 +55,9 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
           },
         }),
     bodyLimit: config.bodyLimit,
+    ...connectionTimeouts(config),
     return503OnClosing: false, // see installDraining
-    logController: new RequestLog(),
+    logController: new RequestLog(config.logRequests),
     requestIdHeader: false, // taken by genReqId only once validated
     genReqId: requestIdFor,
     // Long enough that any petId reaches its own validation (Node caps a request head at 16 KiB anyway).
@@ -56,6 +65,8 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
     schemaErrorFormatter: (errors, httpPart) => new Error(describeValidationErrors(errors, httpPart)),
     // Errors found before routing (a malformed URL) take the same Error body as every other.
     frameworkErrors: (error, _request, reply) => sendError(reply, toApiError(error)),
+    // ...and so do bytes Node's HTTP parser refuses before they become a request.
+    clientErrorHandler: answerClientError,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
@@ -68,8 +79,11 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
   await registerCors(app, config.corsOrigins);
   await registerDocs(app);
 
-  app.addHook('onRequest', async (_request, reply) => {
+  app.addHook('onRequest', async (request, reply) => {
     setCommonHeaders(reply);
+    // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own refusal would be an empty 400.
+    if (request.headers.host === undefined)
+      throw new ApiError('invalid_request', 'a Host header is required');
   });
 
   const metrics = new ServiceMetrics(storage);
@@ -79,14 +93,71 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
   const catalog = new PetCatalog(store.pets, new CursorCodec(await store.sharedSecret('cursor')));
   const verifier = new ApiKeyVerifier(store.apiKeys, config.apiKeys);
 
+  const creations = new IdempotentPetCreation(store.idempotency, now);
+  pruneExpiredIdempotencyKeys(app, creations);
+  const buckets = await openTokenBuckets(config, app);
+
   await app.register(healthRoutes, { storage });
   await app.register(
     async (v1) => {
+      // In this order: shed load before anything costs work, then know the caller, then count it.
+      await shedLoad(v1, config);
       requireApiKey(v1, verifier);
-      await v1.register(petRoutes, { catalog, links, now });
+      if (buckets) limitRequestRate(v1, { buckets, policy: config.rateLimit, metrics });
+      await v1.register(petRoutes, { catalog, creations, links, now });
     },
     { prefix: '/v1' },
   );
   await app.ready();
   return app as unknown as FastifyInstance;
+}
+
+/** Where rate-limit buckets live (Redis when REDIS_URL is set), or undefined when limiting is off. */
+async function openTokenBuckets(config: Config, app: FastifyInstance): Promise<TokenBuckets | undefined> {
+  if (config.rateLimit.perSecond === 0) return undefined;
+  const buckets = config.redisUrl
+    ? await RedisBuckets.connect(config.redisUrl, (error) =>
+        app.log.debug({ err: error }, 'redis connection error'),
+      )
+    : new MemoryBuckets();
+  app.addHook('onClose', () => buckets.close());
+  return buckets;
+}
+
+// Expired keys are already ignored; deleting them only keeps the table small. Hourly is plenty.
+const PRUNE_INTERVAL_MS = 60 * 60 * 1000;
+
+function pruneExpiredIdempotencyKeys(app: FastifyInstance, creations: IdempotentPetCreation): void {
+  const timer = setInterval(() => {
+    creations
+      .prune()
+      .catch((error: unknown) => app.log.warn({ err: error }, 'pruning idempotency keys failed'));
+  }, PRUNE_INTERVAL_MS);
+  timer.unref();
+  app.addHook('onClose', async () => clearInterval(timer));
+}
+
+// Longer than common load balancers' idle timeout (60 s), so they, not we, close idle connections.
+const KEEP_ALIVE_TIMEOUT_MS = 72_000;
+
+/**
+ * Explicit, so a slow or silent client (headers or body trickled in) cannot hold a connection for
+ * Node's defaults (1 and 5 minutes) and, many times over, exhaust the server. Node enforces these
+ * only when it sweeps its connections, every connectionsCheckingInterval (30 s by default): swept
+ * at least every second here, so a timeout means what it says.
+ */
+function connectionTimeouts(config: Config): {
+  requestTimeout: number;
+  keepAliveTimeout: number;
+  http: ServerOptions;
+} {
+  return {
+    requestTimeout: config.requestTimeoutMs,
+    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    http: {
+      headersTimeout: config.headersTimeoutMs,
+      connectionsCheckingInterval: Math.min(1_000, config.headersTimeoutMs),
+      requireHostHeader: false, // refused in an onRequest hook instead, with the Error body
+    },
+  };
 }

@@ -13,12 +13,6 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-// Explicit, so a slow or silent client cannot hold a connection for Node's 5-minute default.
-const REQUEST_TIMEOUT_MS = 30_000; // the whole request, headers and body
-const HEADERS_TIMEOUT_MS = 10_000;
-// Longer than common load balancers' idle timeout (60 s), so they, not we, close idle connections.
-const KEEP_ALIVE_TIMEOUT_MS = 72_000;
-
 export interface StartOptions {
   /**
    * Whether this process creates and prints the first API key when none exists. A cluster worker says
@@ -34,9 +28,6 @@ export async function startServer(
 ): Promise<RunningServer> {
   const storage = await openStorage(config);
   const app = await buildApp({ config, storage });
-  app.server.requestTimeout = REQUEST_TIMEOUT_MS;
-  app.server.headersTimeout = HEADERS_TIMEOUT_MS;
-  app.server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
 
   await app.listen({ host: config.host, port: config.port });
   const address = app.server.address();

@@ -124,7 +124,7 @@ export interface components {
              * @description Machine-readable error code; the list is closed and stable within v1.
              * @enum {string}
              */
-            code: "invalid_request" | "unauthorized" | "not_found" | "method_not_allowed" | "gone" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "internal_error" | "unavailable";
+            code: "invalid_request" | "unauthorized" | "not_found" | "method_not_allowed" | "gone" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "internal_error" | "unavailable";
             /** @description Human-readable description; for a 400 it names every offending field. */
             message: string;
             /** @description The HTTP status code, repeated. */
@@ -314,7 +314,33 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Any other error (code: `method_not_allowed`, `internal_error`, `unavailable`) */
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers) (code: `rate_limited`) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    /** @description `"per-key";q=<burst>;w=<seconds for an empty bucket to refill>`. */
+                    "RateLimit-Policy"?: string;
+                    /** @description `"per-key";r=<requests left now>;t=<seconds until the bucket is full again>`. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The node is overloaded (event loop lagging or memory high); retry later (code: `unavailable`) */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any other error (code: `method_not_allowed`, `internal_error`) */
             default: {
                 headers: {
                     [name: string]: unknown;
@@ -328,7 +354,10 @@ export interface operations {
     createPet: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the request safe to retry: within 24 hours, the same key with the same body returns the first `201` and its pet (with `Idempotent-Replayed: true`) and creates nothing; the same key with another body is a `422`. Keys are scoped to the API key that sent them. 1 to 255 visible ASCII characters, bare or as a Structured Field string (`"…"`); a UUID is a good choice. */
+                "idempotency-key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -338,18 +367,20 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Animal added */
+            /** @description Animal added, or (with a reused `Idempotency-Key`) the animal first added */
             201: {
                 headers: {
                     /** @description Address of the new animal. */
                     Location?: string;
+                    /** @description `true` when this is the stored answer to an earlier request with the same key. */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Pet"];
                 };
             };
-            /** @description Body missing required fields, or containing invalid values or unknown properties (code: `invalid_request`) */
+            /** @description Body missing required fields, or containing invalid values or unknown properties; or a malformed `Idempotency-Key` (code: `invalid_request`) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -387,7 +418,42 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Any other error (code: `method_not_allowed`, `internal_error`, `unavailable`) */
+            /** @description The `Idempotency-Key` was already used with a different body (code: `idempotency_key_reused`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers) (code: `rate_limited`) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    /** @description `"per-key";q=<burst>;w=<seconds for an empty bucket to refill>`. */
+                    "RateLimit-Policy"?: string;
+                    /** @description `"per-key";r=<requests left now>;t=<seconds until the bucket is full again>`. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The node is overloaded (event loop lagging or memory high); retry later (code: `unavailable`) */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any other error (code: `method_not_allowed`, `internal_error`) */
             default: {
                 headers: {
                     [name: string]: unknown;
@@ -475,7 +541,33 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Any other error (code: `method_not_allowed`, `internal_error`, `unavailable`) */
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers) (code: `rate_limited`) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    /** @description `"per-key";q=<burst>;w=<seconds for an empty bucket to refill>`. */
+                    "RateLimit-Policy"?: string;
+                    /** @description `"per-key";r=<requests left now>;t=<seconds until the bucket is full again>`. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The node is overloaded (event loop lagging or memory high); retry later (code: `unavailable`) */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any other error (code: `method_not_allowed`, `internal_error`) */
             default: {
                 headers: {
                     [name: string]: unknown;

@@ -1,3 +1,4 @@
+import { getHeapStatistics } from 'node:v8';
 import envSchema from 'env-schema';
 import { type Static, Type } from 'typebox';
 
@@ -42,6 +43,11 @@ const EnvSchema = Type.Object({
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info', description: 'pino log level.' },
   ),
+  LOG_REQUESTS: Type.Boolean({
+    default: true,
+    description:
+      'One info line per answered request; false keeps only errored requests (10 to 25% less CPU per request under load).',
+  }),
   BODY_LIMIT: Type.Integer({
     minimum: 64,
     maximum: 16 * 1024 * 1024,
@@ -53,6 +59,53 @@ const EnvSchema = Type.Object({
     pattern: '^(\\s*https?://[^,\\s/]+\\s*(,\\s*https?://[^,\\s/]+\\s*)*)?$',
     description:
       'Browser origins allowed to call the API (CORS), comma-separated, e.g. https://app.example.com; none by default.',
+  }),
+  HEADERS_TIMEOUT_MS: Type.Integer({
+    minimum: 100,
+    maximum: 600_000,
+    default: 10_000,
+    description: 'A client must send its request headers within this many ms, or its connection is closed.',
+  }),
+  REQUEST_TIMEOUT_MS: Type.Integer({
+    minimum: 100,
+    maximum: 3_600_000,
+    default: 30_000,
+    description:
+      'A client must send its whole request (headers and body) within this many ms, or it gets 408 and is disconnected.',
+  }),
+  RATE_LIMIT_PER_SECOND: Type.Number({
+    minimum: 0,
+    maximum: 1_000_000,
+    default: 100,
+    description:
+      'Requests per second each API key may sustain on /v1 (token bucket refill rate); 0 turns rate limiting off.',
+  }),
+  RATE_LIMIT_BURST: Type.Integer({
+    minimum: 1,
+    maximum: 1_000_000,
+    default: 200,
+    description: 'Requests an API key may send at once before the rate applies (token bucket size).',
+  }),
+  REDIS_URL: Type.Optional(
+    Type.String({
+      pattern: '^rediss?://.+',
+      description:
+        'redis://host:port: shares the rate-limit buckets between nodes, so N nodes enforce one budget per key; in memory per process when unset.',
+    }),
+  ),
+  OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: Type.Integer({
+    minimum: 0,
+    maximum: 60_000,
+    default: 1000,
+    description:
+      'Mean event-loop delay (ms) above which /v1 answers 503 unavailable at once; 0 turns the check off.',
+  }),
+  OVERLOAD_MAX_HEAP_USED_MB: Type.Integer({
+    minimum: 0,
+    maximum: 1_048_576,
+    default: 0,
+    description:
+      'V8 heap in use (MiB) above which /v1 answers 503 unavailable at once; 0 means 90% of the V8 heap limit.',
   }),
 });
 
@@ -67,8 +120,14 @@ export interface Config {
   publicBaseUrl: string | undefined;
   stagingBaseUrl: string | undefined;
   logLevel: string;
+  logRequests: boolean;
   bodyLimit: number;
   corsOrigins: string[];
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  rateLimit: { perSecond: number; burst: number };
+  redisUrl: string | undefined;
+  overload: { maxEventLoopDelayMs: number; maxHeapUsedBytes: number };
 }
 
 export class ConfigError extends Error {
@@ -99,8 +158,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicBaseUrl: parsed.PUBLIC_BASE_URL?.replace(/\/$/, ''),
     stagingBaseUrl: parsed.STAGING_BASE_URL?.replace(/\/$/, ''),
     logLevel: parsed.LOG_LEVEL,
+    logRequests: parsed.LOG_REQUESTS,
     bodyLimit: parsed.BODY_LIMIT,
     corsOrigins: list(parsed.CORS_ORIGINS),
+    headersTimeoutMs: parsed.HEADERS_TIMEOUT_MS,
+    requestTimeoutMs: parsed.REQUEST_TIMEOUT_MS,
+    rateLimit: { perSecond: parsed.RATE_LIMIT_PER_SECOND, burst: parsed.RATE_LIMIT_BURST },
+    redisUrl: parsed.REDIS_URL,
+    overload: {
+      maxEventLoopDelayMs: parsed.OVERLOAD_MAX_EVENT_LOOP_DELAY_MS,
+      maxHeapUsedBytes:
+        parsed.OVERLOAD_MAX_HEAP_USED_MB > 0
+          ? parsed.OVERLOAD_MAX_HEAP_USED_MB * 1024 * 1024
+          : Math.floor(getHeapStatistics().heap_size_limit * 0.9),
+    },
   };
 }
 

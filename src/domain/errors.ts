@@ -2,3 +2,11 @@
 export class InvalidCursorError extends Error {
   override readonly name = 'InvalidCursorError';
 }
+
+/** An Idempotency-Key already used, within its window, for a request with a different body. */
+export class IdempotencyKeyReusedError extends Error {
+  override readonly name = 'IdempotencyKeyReusedError';
+  constructor() {
+    super('this Idempotency-Key was already used with a different request body; use a new key');
+  }
+}

@@ -1,4 +1,4 @@
-import type { PetStore } from '../storage/storage.js';
+import type { PetRecordInput, PetStore } from '../storage/storage.js';
 import type { CursorCodec } from './paging.js';
 import { DEFAULT_PET_STATUS, type NewPet, type Pet, type PetStatus } from './pet.js';
 
@@ -17,6 +17,13 @@ export interface PetPage {
   /** The cursor of the following page; absent on the last page. */
   nextCursor?: string;
 }
+
+/** What is stored for a pet a client sent: its status defaults to available. */
+export const newPetRecord = (pet: NewPet): PetRecordInput => ({
+  name: pet.name,
+  categoryId: pet.categoryId,
+  status: pet.status ?? DEFAULT_PET_STATUS,
+});
 
 /** The use cases of the pets resource, free of HTTP and SQL. */
 export class PetCatalog {
@@ -41,11 +48,7 @@ export class PetCatalog {
   }
 
   create(pet: NewPet): Promise<Pet> {
-    return this.#store.create({
-      name: pet.name,
-      categoryId: pet.categoryId,
-      status: pet.status ?? DEFAULT_PET_STATUS,
-    });
+    return this.#store.create(newPetRecord(pet));
   }
 
   find(id: bigint): Promise<Pet | undefined> {

@@ -1,6 +1,14 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ApiKeyVerifier } from '../domain/api-keys.js';
 import { ApiError } from './errors.js';
+import { isRepeated } from './request-head.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** SHA-256 of the caller's API key, set once authenticated; never the key itself. */
+    apiKeyHash: string;
+  }
+}
 
 const REALM = 'Bearer realm="animal-store"';
 // RFC 6750 §2.1: the scheme is case-insensitive; the token is a b64token.
@@ -22,11 +30,15 @@ function unauthorized(tokenSent: boolean): ApiError {
  * is read or anything validated, so an anonymous caller learns nothing about the request's shape.
  */
 export function requireApiKey(app: FastifyInstance, verifier: ApiKeyVerifier): void {
+  app.decorateRequest('apiKeyHash', '');
   app.addHook('onRequest', async (request: FastifyRequest) => {
     const header = request.headers.authorization;
     if (header === undefined) throw unauthorized(false);
+    if (isRepeated(request.raw.rawHeaders, 'authorization')) throw unauthorized(true);
     const match = BEARER.exec(header);
     if (!match) throw unauthorized(BEARER_SCHEME.test(header));
-    if (!(await verifier.verify(match[1] as string))) throw unauthorized(true);
+    const apiKeyHash = await verifier.authenticate(match[1] as string);
+    if (apiKeyHash === undefined) throw unauthorized(true);
+    request.apiKeyHash = apiKeyHash;
   });
 }

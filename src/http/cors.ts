@@ -22,6 +22,7 @@ export async function registerCors(app: FastifyInstance, origins: readonly strin
       'Retry-After',
       'RateLimit',
       'RateLimit-Policy',
+      'Idempotent-Replayed',
     ],
     maxAge: 600,
   });

@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { InvalidCursorError } from '../domain/errors.js';
+import { IdempotencyKeyReusedError, InvalidCursorError } from '../domain/errors.js';
 import { setCommonHeaders } from './request-id.js';
 import { ERROR_STATUS, type ErrorBody, type ErrorCode } from './schemas/error.js';
 
@@ -36,6 +36,8 @@ const FASTIFY_ERRORS: Record<string, [ErrorCode, string]> = {
 export function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
   if (error instanceof InvalidCursorError) return new ApiError('invalid_request', error.message);
+  if (error instanceof IdempotencyKeyReusedError)
+    return new ApiError('idempotency_key_reused', error.message);
   const fastifyError = error as Partial<FastifyError>;
   if (fastifyError.validation)
     return new ApiError('invalid_request', fastifyError.message ?? 'invalid request');

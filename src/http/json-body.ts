@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { parse } from 'lossless-json';
 import { ApiError } from './errors.js';
+import { isRepeated } from './request-head.js';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 const INTEGER_LITERAL = /^-?(0|[1-9][0-9]*)$/;
@@ -44,6 +45,12 @@ export function parseJsonBody(body: Buffer): unknown {
 /** Only application/json bodies are accepted (any charset parameter); everything else is 415. */
 export function installJsonBodyParser(app: FastifyInstance, bodyLimit: number): void {
   app.removeAllContentTypeParsers();
+  // preParsing: after every onRequest hook, authentication included.
+  app.addHook('preParsing', async (request) => {
+    if (request.headers['content-type'] !== undefined && isRepeated(request.raw.rawHeaders, 'content-type')) {
+      throw new ApiError('unsupported_media_type', 'send exactly one Content-Type header');
+    }
+  });
   app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
     try {
       done(null, parseJsonBody(body as Buffer));

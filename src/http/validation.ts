@@ -115,7 +115,7 @@ export function describeValidationErrors(errors: readonly ErrorObject[], httpPar
       case 'required':
         return `${error.params.missingProperty} is required`;
       case 'additionalProperties':
-        return `${error.params.additionalProperty} is not a known property`;
+        return `${error.params.additionalProperty || '(empty name)'} is not a known ${httpPart === 'body' ? 'property' : 'parameter'}`;
       case 'type':
         return `${field} must be ${/^[aeiou]/.test(error.params.type) ? 'an' : 'a'} ${error.params.type}`;
       case 'enum':

@@ -7,6 +7,7 @@ import type { Pet, PetStatus } from '../domain/pet.js';
 export interface Storage {
   readonly pets: PetStore;
   readonly apiKeys: ApiKeyStore;
+  readonly idempotency: IdempotencyStore;
   /** A random secret shared by every node on this database, created on first use. */
   sharedSecret(name: string): Promise<Buffer>;
   /** Connection pool occupancy, for adapters that pool connections (metrics). */
@@ -39,6 +40,8 @@ export interface PetListQuery {
 export interface PetStore {
   /** Resolves once the pet is durably stored. */
   create(pet: PetRecordInput): Promise<Pet>;
+  /** Stores several new pets in one transaction (one durable commit); resolves to them, in order, with their ids. */
+  createMany(pets: readonly PetRecordInput[]): Promise<Pet[]>;
   findById(id: bigint): Promise<Pet | undefined>;
   /** Pets in ascending id order. Without a status, also how migrate-data reads every pet, batch by batch. */
   list(query: PetListQuery): Promise<Pet[]>;
@@ -75,4 +78,35 @@ export interface ApiKeyStore {
    * Resolves to the number of keys inserted or revoked.
    */
   importBatch(keys: readonly ApiKeyRecord[]): Promise<number>;
+}
+
+/** One use of an Idempotency-Key: by whom, which key, for which request, and when. */
+export interface IdempotencyClaim {
+  /** SHA-256 of the API key that sent it: keys are scoped to their sender, and the API key is never stored. */
+  apiKeyHash: string;
+  key: string;
+  /** A digest of the request's meaning, to tell a retry from a different request under the same key. */
+  requestHash: string;
+  at: Date;
+  /** A record created before this instant has expired: it is treated as absent and replaced. */
+  expiredBefore: Date;
+}
+
+export interface IdempotentCreation {
+  pet: Pet;
+  /** The request hash that the key was first used with (the claim's own when `replayed` is false). */
+  requestHash: string;
+  /** True when an earlier request with this key created the pet, false when this one did. */
+  replayed: boolean;
+}
+
+export interface IdempotencyStore {
+  /**
+   * Creates the pet and records the key with it in one transaction, unless a live record for
+   * (apiKeyHash, key) exists; then nothing is created and the recorded pet is returned. Concurrent
+   * calls with one key, from any node, are settled by the database: exactly one creates.
+   */
+  createPetOnce(claim: IdempotencyClaim, pet: PetRecordInput): Promise<IdempotentCreation>;
+  /** Deletes records created before `expiredBefore`; resolves to how many. */
+  prune(expiredBefore: Date): Promise<number>;
 }

@@ -694,6 +694,30 @@ describe('petstore serve', () => {
     assert.doesNotMatch(result.stdout, /bearer/i);
     assert.doesNotMatch(result.stderr, /bearer/i);
   });
+  test('when LOG_REQUESTS is false, then answered requests write no request line', async (t) => {
+    const db = database(t);
+    const server = await serve(t, {
+      DATABASE_URL: db.url,
+      PETSTORE_API_KEYS: ENV_KEY,
+      LOG_REQUESTS: 'false',
+    });
+    for (const url of ['/v1/pets', '/v1/pets/1', '/healthz']) {
+      const res = await fetch(`${server.url}${url}`, { headers: auth(ENV_KEY) });
+      await res.arrayBuffer();
+    }
+    server.signal('SIGTERM');
+    const result = await server.waitForExit();
+    assert.equal(result.code, 0);
+    const lines = jsonLines(result.stdout);
+    assert.ok(
+      lines.some((line) => line.msg === 'shutting down'),
+      result.stdout,
+    );
+    assert.deepEqual(
+      lines.filter((line) => line.msg === 'request'),
+      [],
+    );
+  });
 });
 
 describe('durability', () => {

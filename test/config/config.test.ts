@@ -115,6 +115,16 @@ describe('loadConfig', () => {
     assert.equal(loadConfig({ BODY_LIMIT: '16777216' }).bodyLimit, 16777216);
   });
 
+  test('when LOG_REQUESTS is set, then it is read as a boolean, and anything else is a ConfigError naming it', () => {
+    assert.equal(loadConfig({}).logRequests, true);
+    assert.equal(loadConfig({ LOG_REQUESTS: 'false' }).logRequests, false);
+    assert.equal(loadConfig({ LOG_REQUESTS: 'true' }).logRequests, true);
+    assert.throws(
+      () => loadConfig({ LOG_REQUESTS: 'maybe' }),
+      (error: unknown) => error instanceof ConfigError && error.message.includes('LOG_REQUESTS'),
+    );
+  });
+
   test('when LOG_LEVEL is not a pino level, then a ConfigError names LOG_LEVEL', () => {
     for (const value of ['loud', 'verbose', '30']) assertRefused('LOG_LEVEL', value);
     for (const level of ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) {

@@ -156,9 +156,9 @@ for (const backend of backends) {
     });
 
     for (const [id, method, path, codes] of [
-      ['listPets', 'get', '/pets', ['200', '400', '401']],
-      ['createPet', 'post', '/pets', ['201', '400', '401', '413', '415']],
-      ['getPet', 'get', '/pets/{petId}', ['200', '400', '401', '404', '410']],
+      ['listPets', 'get', '/pets', ['200', '400', '401', '429', '503']],
+      ['createPet', 'post', '/pets', ['201', '400', '401', '413', '415', '422', '429', '503']],
+      ['getPet', 'get', '/pets/{petId}', ['200', '400', '401', '404', '410', '429', '503']],
     ] as const) {
       test(`when ${id} is read, then it is ${method.toUpperCase()} ${path} with status codes ${codes.join(', ')}`, () => {
         const found = operation(doc, id);
@@ -183,6 +183,29 @@ for (const backend of backends) {
       assert.deepEqual(list.items, { $ref: '#/components/schemas/Pet' });
       assert.deepEqual(body('createPet', '201'), { $ref: '#/components/schemas/Pet' });
       assert.deepEqual(body('getPet', '200'), { $ref: '#/components/schemas/Pet' });
+    });
+
+    test('when the limits are read, then every /v1 operation documents 429 with Retry-After and the RateLimit fields, and 503 with Retry-After', () => {
+      for (const id of ['listPets', 'createPet', 'getPet']) {
+        const { responses } = operation(doc, id).operation;
+        assert.deepEqual(
+          Object.keys(responses['429']?.headers ?? {}).sort(),
+          ['RateLimit', 'RateLimit-Policy', 'Retry-After'],
+          `${id} 429 headers`,
+        );
+        assert.deepEqual(Object.keys(responses['503']?.headers ?? {}), ['Retry-After'], `${id} 503 headers`);
+      }
+    });
+
+    test('when createPet is read, then it documents the optional Idempotency-Key header and its 422', () => {
+      const op = operation(doc, 'createPet').operation;
+      const header = op.parameters?.find(
+        (p) => p.in === 'header' && p.name.toLowerCase() === 'idempotency-key',
+      );
+      assert.ok(header, 'createPet has an Idempotency-Key header parameter');
+      assert.notEqual(header.required, true);
+      assert.equal(header.schema.maxLength, 255);
+      assert.match(op.responses['422']?.description ?? '', /idempotency_key_reused/);
     });
 
     test('when the response headers are read, then Link, Location and the deprecation headers are documented', () => {

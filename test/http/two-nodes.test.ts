@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { newApiKey } from '../../src/domain/api-keys.js';
 import { backends, type TestDatabase } from '../support/backends.js';
@@ -87,6 +88,25 @@ for (const backend of backends) {
         path = href === undefined ? undefined : toPath(href);
       }
       assert.deepEqual(seen, everything);
+    });
+
+    test('when the same key races on both nodes at once, then one pet is created and both nodes answer it', async () => {
+      for (let round = 0; round < 5; round++) {
+        const key = `race-${randomUUID()}`;
+        const before = await nodes[0].storage.pets.count();
+        const answers = await Promise.all(
+          Array.from({ length: 8 }, (_, i) =>
+            (nodes[i % 2] as TestServer).request('POST', '/v1/pets', {
+              body: { name: `raced-${round}`, categoryId: round },
+              headers: { 'Idempotency-Key': key },
+            }),
+          ),
+        );
+        for (const answer of answers) assert.equal(answer.status, 201, answer.text);
+        assert.equal(new Set(answers.map((a) => a.text)).size, 1, `round ${round}: one pet in every answer`);
+        assert.equal(new Set(answers.map((a) => a.headers.get('location'))).size, 1);
+        assert.equal(await nodes[1].storage.pets.count(), before + 1, `round ${round}: one pet stored`);
+      }
     });
 
     test('when a key is revoked with the command line, then both nodes refuse it within 5 seconds', async () => {

@@ -47,6 +47,42 @@ export function storageContract(backend: Backend): void {
       assert.deepEqual(await storage.pets.findById(b.id), b);
     });
 
+    test('when several pets are created at once, then each gets an ascending id, in order, and reads back', async () => {
+      const first = await storage.pets.create({ name: 'before', categoryId: 1n, status: 'available' });
+      const input = Array.from({ length: 250 }, (_, i) => ({
+        name: `bulk ${i}`,
+        categoryId: BigInt(i) * 2n ** 40n,
+        status: (['available', 'pending', 'sold'] as const)[i % 3] ?? 'sold',
+      }));
+      const created = await storage.pets.createMany(input);
+      assert.deepEqual(
+        created.map(({ id: _, ...rest }) => rest),
+        input,
+      );
+      let previous = first.id;
+      for (const pet of created) {
+        assert.ok(pet.id > previous, 'ids ascend in input order');
+        previous = pet.id;
+      }
+      assert.deepEqual(await storage.pets.list({ afterId: first.id, limit: 1000 }), created);
+      assert.deepEqual(await storage.pets.createMany([]), []);
+    });
+
+    test('when many pets are created concurrently, then each caller gets its own pet, ids are unique and all read back', async () => {
+      const input = Array.from({ length: 100 }, (_, i) => ({
+        name: `concurrent ${i}`,
+        categoryId: BigInt(i),
+        status: (['available', 'pending', 'sold'] as const)[i % 3] ?? 'sold',
+      }));
+      const created = await Promise.all(input.map((pet) => storage.pets.create(pet)));
+      assert.deepEqual(
+        created.map(({ id: _, ...rest }) => rest),
+        input,
+      );
+      assert.equal(new Set(created.map((pet) => pet.id)).size, input.length);
+      for (const pet of created) assert.deepEqual(await storage.pets.findById(pet.id), pet);
+    });
+
     test('when categoryId is at the int64 limits, then it is stored exactly', async () => {
       for (const categoryId of [INT64_MAX, INT64_MIN, 2n ** 53n + 1n, -(2n ** 53n) - 1n, 0n]) {
         const pet = await storage.pets.create({ name: 'x', categoryId, status: 'pending' });

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { parse } from 'lossless-json';
-import { buildApp } from '../../src/app.js';
+import { type AppOptions, buildApp } from '../../src/app.js';
 import { type Config, loadConfig } from '../../src/config/config.js';
 import type { Storage } from '../../src/storage/storage.js';
 import { type Backend, sqlite, type TestDatabase } from './backends.js';
@@ -44,6 +44,8 @@ export interface TestServerOptions {
   now?: () => Date;
   /** Reuse a database (e.g. a second node on the same one). */
   database?: TestDatabase;
+  /** A logger configuration (e.g. one writing to a stream the test reads); silent otherwise. */
+  logger?: AppOptions['logger'];
 }
 
 export function testConfig(url: string, env: Record<string, string> = {}): Config {
@@ -52,6 +54,8 @@ export function testConfig(url: string, env: Record<string, string> = {}): Confi
     PETSTORE_API_KEYS: TEST_KEY,
     LOG_LEVEL: 'silent',
     PORT: '0',
+    // Off unless a test is about it: suites that fire many requests must not be throttled.
+    RATE_LIMIT_PER_SECOND: '0',
     ...env,
   });
 }
@@ -61,7 +65,12 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const database = options.database ?? (await (options.backend ?? sqlite).create());
   const storage = await database.open();
   const config = testConfig(database.url, options.env);
-  const app = await buildApp({ config, storage, ...(options.now ? { now: options.now } : {}) });
+  const app = await buildApp({
+    config,
+    storage,
+    ...(options.now ? { now: options.now } : {}),
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
   const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;

@@ -1,14 +1,17 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { GET_PET_DEPRECATED_AT, GET_PET_SUNSET, isRetired } from '../../domain/deprecation.js';
+import type { IdempotentPetCreation } from '../../domain/idempotency.js';
 import { DEFAULT_PAGE_SIZE, type PetCatalog } from '../../domain/pet-catalog.js';
 import { ApiError } from '../errors.js';
+import { IdempotencyKeyHeaders, idempotencyKeyOf } from '../idempotency.js';
 import { type Links, linkHeader } from '../links.js';
 import { ListPetsQuery, NewPet, Pet, PetIdParams, Pets, ref } from '../schemas/pet.js';
 import { errorResponse, response } from '../schemas/responses.js';
 
 export interface PetRoutesOptions {
   catalog: PetCatalog;
+  creations: IdempotentPetCreation;
   links: Links;
   now: () => Date;
 }
@@ -18,7 +21,29 @@ const unauthorized = errorResponse('Missing or invalid API key', ['unauthorized'
     description: 'Bearer realm="animal-store", with error="invalid_token" when a key was sent.',
   }),
 });
-const otherErrors = errorResponse('Any other error', ['method_not_allowed', 'internal_error', 'unavailable']);
+const otherErrors = errorResponse('Any other error', ['method_not_allowed', 'internal_error']);
+const retryAfter = Type.String({ description: 'Seconds to wait before trying again.' });
+const rateLimited = errorResponse(
+  'Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated ' +
+    'request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers)',
+  ['rate_limited'],
+  {
+    'Retry-After': retryAfter,
+    'RateLimit-Policy': Type.String({
+      description: '`"per-key";q=<burst>;w=<seconds for an empty bucket to refill>`.',
+    }),
+    RateLimit: Type.String({
+      description: '`"per-key";r=<requests left now>;t=<seconds until the bucket is full again>`.',
+    }),
+  },
+);
+const overloaded = errorResponse(
+  'The node is overloaded (event loop lagging or memory high); retry later',
+  ['unavailable'],
+  { 'Retry-After': retryAfter },
+);
+/** Answers any /v1 operation may give, whatever its input. */
+const limits = { 429: rateLimited, 503: overloaded };
 const invalid = (what: string) => errorResponse(what, ['invalid_request']);
 
 // RFC 9745 (Deprecation, a structured-field date) and RFC 8594 (Sunset, an HTTP-date).
@@ -27,7 +52,7 @@ const SUNSET = GET_PET_SUNSET.toUTCString();
 
 export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
   app,
-  { catalog, links, now },
+  { catalog, creations, links, now },
 ) => {
   app.get(
     '/pets',
@@ -49,6 +74,7 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
           }),
           400: invalid('Invalid `limit`, `status` or `cursor`'),
           401: unauthorized,
+          ...limits,
           default: otherErrors,
         },
       },
@@ -74,13 +100,27 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
           'JSON types are strict (nothing is coerced), integers must be integer literals, and any property ' +
           'not in NewPet is refused.',
         tags: ['pets'],
+        headers: IdempotencyKeyHeaders,
         body: ref(NewPet),
         response: {
-          201: response('Animal added', ref(Pet), {
-            Location: Type.String({ description: 'Address of the new animal.' }),
-          }),
-          400: invalid('Body missing required fields, or containing invalid values or unknown properties'),
+          201: response(
+            'Animal added, or (with a reused `Idempotency-Key`) the animal first added',
+            ref(Pet),
+            {
+              Location: Type.String({ description: 'Address of the new animal.' }),
+              'Idempotent-Replayed': Type.String({
+                description: '`true` when this is the stored answer to an earlier request with the same key.',
+              }),
+            },
+          ),
+          400: invalid(
+            'Body missing required fields, or containing invalid values or unknown properties; or a malformed `Idempotency-Key`',
+          ),
           401: unauthorized,
+          422: errorResponse('The `Idempotency-Key` was already used with a different body', [
+            'idempotency_key_reused',
+          ]),
+          ...limits,
           default: otherErrors,
           413: errorResponse('Body larger than the configured limit (64 KiB by default)', [
             'payload_too_large',
@@ -90,7 +130,13 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
       },
     },
     async (request, reply) => {
-      const pet = await catalog.create(request.body);
+      const key = request.headers['idempotency-key'];
+      const { pet, replayed } =
+        key === undefined
+          ? { pet: await catalog.create(request.body), replayed: false }
+          : await creations.create(request.apiKeyHash, idempotencyKeyOf(key), request.body);
+      // Stripe's header: lets a client (and its logs) tell the stored answer from a new creation.
+      if (replayed) reply.header('Idempotent-Replayed', 'true');
       return reply.code(201).header('Location', links.pet(pet.id)).send(pet);
     },
   );
@@ -126,6 +172,7 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
           200: response('Animal found', ref(Pet), documentedDeprecationHeaders),
           400: invalid('`petId` is not an integer from 1 to 2^63-1'),
           401: unauthorized,
+          ...limits,
           default: otherErrors,
           404: errorResponse('No animal has this id', ['not_found'], documentedDeprecationHeaders),
           410: errorResponse(

@@ -9,6 +9,7 @@ export const ERROR_STATUS = {
   gone: 410,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  idempotency_key_reused: 422,
   rate_limited: 429,
   internal_error: 500,
   unavailable: 503,

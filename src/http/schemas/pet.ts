@@ -90,7 +90,8 @@ export const ListPetsQuery = Type.Object(
       }),
     ),
   },
-  { additionalProperties: true },
+  // Like unknown body properties, an unknown parameter (a typo: `stauts`, `LIMIT`) is refused, not ignored.
+  { additionalProperties: false },
 );
 
 export const PetIdParams = Type.Object({

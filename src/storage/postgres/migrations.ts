@@ -30,6 +30,16 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
      name  text  PRIMARY KEY,
      value bytea NOT NULL
    );`,
+  // Idempotency-Key records (POST /v1/pets): one per API key and key.
+  `CREATE TABLE idempotency_keys (
+     api_key_hash text        NOT NULL,
+     key          text        NOT NULL,
+     request_hash text        NOT NULL,
+     pet_id       bigint      REFERENCES pets (id),
+     created_at   timestamptz NOT NULL,
+     PRIMARY KEY (api_key_hash, key)
+   );
+   CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);`,
 ];
 
 /**

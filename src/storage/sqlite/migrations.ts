@@ -25,4 +25,14 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
      name  TEXT PRIMARY KEY,
      value BLOB NOT NULL
    );`,
+  // Idempotency-Key records (POST /v1/pets): one per API key and key; created_at in epoch milliseconds.
+  `CREATE TABLE idempotency_keys (
+     api_key_hash TEXT    NOT NULL,
+     key          TEXT    NOT NULL,
+     request_hash TEXT    NOT NULL,
+     pet_id       INTEGER REFERENCES pets (id),
+     created_at   INTEGER NOT NULL,
+     PRIMARY KEY (api_key_hash, key)
+   );
+   CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);`,
 ];

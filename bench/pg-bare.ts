@@ -1,0 +1,44 @@
+/**
+ * The bare-query figure for PostgreSQL: the service's own `get` and `list` SQL through the same driver
+ * and pool (newPool, DATABASE_POOL_SIZE connections), from `connections` concurrent loops, with no HTTP.
+ * What the service reaches on PostgreSQL is compared with this. Prints {get, list} in queries/s.
+ *
+ *   tsx bench/pg-bare.ts '{"url":"postgres://…","poolSize":10,"connections":32,"seconds":10,"size":10000}'
+ */
+import { newPool } from '../src/storage/postgres/postgres-storage.js';
+
+interface BareSpec {
+  url: string;
+  poolSize: number;
+  connections: number;
+  seconds: number;
+  size: number;
+}
+
+const spec = JSON.parse(process.argv[2] as string) as BareSpec;
+const pool = newPool(spec.url, { poolSize: spec.poolSize });
+const QUERIES = {
+  get: () =>
+    pool.query('SELECT id, name, category_id, status FROM pets WHERE id = $1', [
+      BigInt(1 + Math.floor(Math.random() * spec.size)),
+    ]),
+  list: () =>
+    pool.query('SELECT id, name, category_id, status FROM pets WHERE id > $1 ORDER BY id LIMIT $2', [0n, 21]),
+};
+
+const perSecond: Record<string, number> = {};
+for (const [name, query] of Object.entries(QUERIES)) {
+  const until = Date.now() + spec.seconds * 1000;
+  let done = 0;
+  await Promise.all(
+    Array.from({ length: spec.connections }, async () => {
+      while (Date.now() < until) {
+        await query();
+        done++;
+      }
+    }),
+  );
+  perSecond[name] = Math.round(done / spec.seconds);
+}
+await pool.end();
+process.stdout.write(JSON.stringify(perSecond));

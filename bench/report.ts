@@ -1,0 +1,114 @@
+/** Renders a benchmark run as Markdown: one table per scenario, ratios to the reference of the same run. */
+
+export interface Row {
+  scenario: string;
+  target: string;
+  backend: 'reference' | 'sqlite' | 'postgres';
+  size: number;
+  requestsPerSecond: number;
+  p50: number;
+  p99: number;
+  /** Responses other than 2xx, plus connection errors and timeouts. */
+  non2xx: number;
+  peakRssMiB: number;
+  /** The server's CPU time (user + system) per answered request, in microseconds. */
+  cpuMicrosPerRequest: number;
+}
+
+export interface Run {
+  date: string;
+  command: string;
+  machine: { nproc: number; memoryGiB: number; cpu: string; node: string };
+  workers: number;
+  connections: number;
+  seconds: number;
+  rows: Row[];
+  /** PostgreSQL: the same SQL through the same driver and pool, without HTTP, in queries/s, by size. */
+  bareQueries: Record<string, Record<string, number>>;
+}
+
+const fixed = (value: number, digits: number) => value.toFixed(digits);
+const sizeLabel = (size: number) => (size >= 1_000_000 ? `${size / 1_000_000}M` : `${size / 1000}k`);
+
+export function renderReport(run: Run): string {
+  const lines = [
+    `Date: ${run.date}. Command: \`${run.command}\`.`,
+    '',
+    `Machine: ${run.machine.nproc} cores (${run.machine.cpu}), ${run.machine.memoryGiB} GiB memory, Node.js ${run.machine.node}; ` +
+      `${run.connections} connections, ${run.seconds} s per run, ${run.workers} worker(s) per service.`,
+    '',
+  ];
+  const scenarios = [...new Set(run.rows.map((row) => row.scenario))];
+  for (const scenario of scenarios) {
+    lines.push(`### ${scenario}`, '');
+    lines.push(
+      '| target | pets | req/s | × reference | p50 ms | p99 ms | non-2xx | peak RSS MiB | CPU µs/req |',
+    );
+    lines.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+    for (const row of run.rows.filter((r) => r.scenario === scenario)) {
+      const reference = run.rows.find(
+        (r) => r.scenario === scenario && r.size === row.size && r.backend === 'reference',
+      );
+      const ratio = reference ? row.requestsPerSecond / reference.requestsPerSecond : Number.NaN;
+      lines.push(
+        `| ${row.target} | ${row.backend === 'reference' ? '–' : sizeLabel(row.size)} | ${Math.round(row.requestsPerSecond)} | ${fixed(ratio, 2)} | ${row.p50} | ${row.p99} | ${row.non2xx} | ${fixed(row.peakRssMiB, 0)} | ${fixed(row.cpuMicrosPerRequest, 0)} |`,
+      );
+    }
+    lines.push('');
+  }
+
+  const sizes = [...new Set(run.rows.map((row) => row.size))].sort((a, b) => a - b);
+  const [small, large] = [sizes[0], sizes[sizes.length - 1]];
+  if (small !== undefined && large !== undefined && small !== large) {
+    lines.push(`### ${sizeLabel(large)} pets against ${sizeLabel(small)}: throughput kept`, '');
+    lines.push(
+      `| scenario | target | × reference at ${sizeLabel(small)} | × reference at ${sizeLabel(large)} | kept (throughput) | kept (CPU per request) |`,
+    );
+    lines.push('| --- | --- | ---: | ---: | ---: | ---: |');
+    for (const scenario of scenarios) {
+      for (const target of new Set(run.rows.filter((r) => r.backend !== 'reference').map((r) => r.target))) {
+        const ratioAt = (size: number) => {
+          const row = run.rows.find((r) => r.scenario === scenario && r.target === target && r.size === size);
+          const ref = run.rows.find(
+            (r) => r.scenario === scenario && r.backend === 'reference' && r.size === size,
+          );
+          return row && ref ? row.requestsPerSecond / ref.requestsPerSecond : Number.NaN;
+        };
+        const cpuAt = (size: number) =>
+          run.rows.find((r) => r.scenario === scenario && r.target === target && r.size === size)
+            ?.cpuMicrosPerRequest ?? Number.NaN;
+        const [a, b] = [ratioAt(small), ratioAt(large)];
+        lines.push(
+          `| ${scenario} | ${target} | ${fixed(a, 2)} | ${fixed(b, 2)} | ${fixed(b / a, 2)} | ${fixed(cpuAt(small) / cpuAt(large), 2)} |`,
+        );
+      }
+    }
+    lines.push(
+      '',
+      'Kept (throughput) compares ratios to the reference measured beside each run; kept (CPU per request) compares ' +
+        "the server's CPU time per request at both sizes, which a busy neighbour on the shared machine disturbs least.",
+      '',
+    );
+  }
+
+  if (Object.keys(run.bareQueries).length > 0) {
+    lines.push('### PostgreSQL against its bare queries (same driver and pool, no HTTP)', '');
+    lines.push('| pets | scenario | service req/s | bare queries/s | service ÷ bare |');
+    lines.push('| ---: | --- | ---: | ---: | ---: |');
+    for (const [size, bare] of Object.entries(run.bareQueries)) {
+      for (const scenario of ['get', 'list']) {
+        const row = run.rows.find(
+          (r) => r.scenario === scenario && r.backend === 'postgres' && r.size === Number(size),
+        );
+        const queries = bare[scenario] ?? Number.NaN;
+        if (row) {
+          lines.push(
+            `| ${sizeLabel(Number(size))} | ${scenario} | ${Math.round(row.requestsPerSecond)} | ${queries} | ${fixed(row.requestsPerSecond / queries, 2)} |`,
+          );
+        }
+      }
+    }
+    lines.push('');
+  }
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,414 @@
+/**
+ * The benchmark: `npm run bench [-- --quick] [--workers N] [--backends sqlite,postgres] [--sizes 10000,1000000]
+ * [--seconds 10] [--connections 32] [--scenarios list,get,…] [--log-level info] [--env NAME=VALUE …]`;
+ * `npm run bench -- --render bench/results/<run>.json` rewrites docs/benchmarks.md from a saved run.
+ *
+ * Each target is its own process: the reference (bench/reference-server.ts, bare node:http with fixed
+ * bytes) and the real `petstore serve` on each backend, seeded through the bulk path (`petstore seed`,
+ * i.e. createMany, not HTTP). Load comes from another process (bench/load.ts, autocannon) on 127.0.0.1
+ * only, for a bounded time. For every scenario the reference and the services run back to back, so the
+ * ratios compare runs made under the same conditions on a shared machine. Results go to
+ * bench/results/*.json (not committed); a full run also rewrites docs/benchmarks.md.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { availableParallelism, cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import type { Result } from 'autocannon';
+import pg from 'pg';
+import { loadConfig } from '../src/config/config.js';
+import { CursorCodec } from '../src/domain/paging.js';
+import { openStorage } from '../src/storage/open-storage.js';
+import { type Row, renderReport } from './report.js';
+import { type Dataset, type LoadSpec, SCENARIOS, type Scenario, trafficFor } from './scenarios.js';
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
+const KEY = `bench-${randomBytes(16).toString('hex')}`;
+const TSX = ['--import', 'tsx'];
+const CLI = join(ROOT, 'dist/cli/main.js');
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    workers: { type: 'string', default: '1' },
+    backends: { type: 'string', default: 'sqlite,postgres' },
+    sizes: { type: 'string' },
+    seconds: { type: 'string' },
+    connections: { type: 'string', default: '32' },
+    scenarios: { type: 'string', default: SCENARIOS.join(',') },
+    'log-level': { type: 'string' },
+    env: { type: 'string', multiple: true, default: [] },
+    /** Re-renders docs/benchmarks.md from a saved results file instead of measuring. */
+    render: { type: 'string' },
+    'postgres-url': {
+      type: 'string',
+      default:
+        process.env.PETSTORE_BENCH_POSTGRES_URL ||
+        process.env.PETSTORE_TEST_POSTGRES_URL ||
+        'postgres://postgres@127.0.0.1:5432/test',
+    },
+  },
+});
+const quick = args.quick as boolean;
+const workers = Number(args.workers);
+const connections = Number(args.connections);
+const seconds = Number(args.seconds ?? (quick ? 2 : 10));
+const sizes = (args.sizes ?? (quick ? '10000' : '10000,1000000')).split(',').map(Number);
+const wanted = (args.backends as string).split(',');
+const scenarios = SCENARIOS.filter((scenario) => (args.scenarios as string).split(',').includes(scenario));
+
+function log(message: string): void {
+  process.stderr.write(`bench: ${message}\n`);
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject()));
+    });
+  });
+}
+
+/** The environment a service process gets: only what the benchmark sets, none of the caller's settings. */
+function serviceEnv(databaseUrl: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME };
+  return {
+    ...env,
+    DATABASE_URL: databaseUrl,
+    PETSTORE_API_KEYS: KEY,
+    // The load is one key at 32 connections: the per-key limit would answer most of it 429.
+    RATE_LIMIT_PER_SECOND: '0',
+    ...(args['log-level'] ? { LOG_LEVEL: args['log-level'] as string } : {}),
+    // --env NAME=VALUE, repeatable: service settings to compare, e.g. --env LOG_REQUESTS=false.
+    ...Object.fromEntries((args.env as string[]).map((pair) => pair.split(/=(.*)/s).slice(0, 2))),
+    ...extra,
+  };
+}
+
+function runToEnd(command: string, argv: string[], env: NodeJS.ProcessEnv): string {
+  const result = spawnSync(command, argv, { cwd: ROOT, env, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  if (result.status !== 0) throw new Error(`${argv.join(' ')} failed:\n${result.stderr}`);
+  return result.stdout;
+}
+
+interface Target {
+  name: string;
+  backend: 'reference' | 'sqlite' | 'postgres';
+  size: number;
+  url: string;
+  child: ChildProcess;
+  dataset: Dataset;
+}
+
+async function waitUntilUp(url: string, child: ChildProcess): Promise<void> {
+  for (let attempt = 0; attempt < 600; attempt++) {
+    if (child.exitCode !== null) throw new Error(`${url}: the process exited (${child.exitCode})`);
+    try {
+      const res = await fetch(`${url}/v1/pets?limit=1`, { headers: { authorization: `Bearer ${KEY}` } });
+      if (res.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`${url} did not come up`);
+}
+
+function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    child.once('close', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+/** Resident memory of a process and its children (the workers of `serve --workers`), in bytes. */
+function residentBytes(pid: number): number {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kib = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+    return (
+      kib * 1024 +
+      (children ? children.split(/\s+/).reduce((sum, child) => sum + residentBytes(Number(child)), 0) : 0)
+    );
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * CPU time (user + system) a process and its children have used, in microseconds. Per request, it is
+ * the figure a busy shared machine disturbs least: neighbours steal wall-clock time, not our CPU time.
+ */
+function cpuMicros(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    // utime and stime are fields 14 and 15 of /proc/<pid>/stat (11 and 12 after the command), in ticks.
+    const own = ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
+    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+    return (
+      own + (children ? children.split(/\s+/).reduce((sum, child) => sum + cpuMicros(Number(child)), 0) : 0)
+    );
+  } catch {
+    return 0;
+  }
+}
+const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
+/** `/v1/pets?limit=20&cursor=…` pages at random depths, as a client following `next` would reach them. */
+async function deepPages(databaseUrl: string, size: number): Promise<string[]> {
+  const storage = await openStorage(loadConfig({ DATABASE_URL: databaseUrl }));
+  try {
+    const codec = new CursorCodec(await storage.sharedSecret('cursor'));
+    return Array.from({ length: 1000 }, () => {
+      const afterId = BigInt(Math.floor(Math.random() * Math.max(1, size - 40)));
+      return `/v1/pets?limit=20&cursor=${codec.encode({ afterId, status: undefined })}`;
+    });
+  } finally {
+    await storage.close();
+  }
+}
+
+interface Database {
+  url: string;
+  drop(): Promise<void>;
+}
+
+async function adminQuery(sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: args['postgres-url'] as string });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+async function newDatabase(backend: 'sqlite' | 'postgres'): Promise<Database> {
+  if (backend === 'sqlite') {
+    const dir = mkdtempSync(join(tmpdir(), 'petstore-bench-'));
+    return { url: `sqlite:${join(dir, 'bench.db')}`, drop: async () => rmSync(dir, { recursive: true }) };
+  }
+  const name = `petstore_bench_${randomBytes(6).toString('hex')}`;
+  await adminQuery(`CREATE DATABASE ${name}`);
+  const url = new URL(args['postgres-url'] as string);
+  url.pathname = `/${name}`;
+  return { url: url.href, drop: () => adminQuery(`DROP DATABASE ${name} WITH (FORCE)`) };
+}
+
+async function startService(
+  backend: 'sqlite' | 'postgres',
+  size: number,
+  database: Database,
+): Promise<Target> {
+  log(`${backend}: seeding ${size} pets through the bulk path (petstore seed)`);
+  runToEnd(process.execPath, [CLI, 'seed', '--count', String(size)], serviceEnv(database.url));
+  const port = await freePort();
+  const child = spawn(process.execPath, [CLI, 'serve', '--workers', String(workers)], {
+    cwd: ROOT,
+    env: serviceEnv(database.url, { PORT: String(port) }),
+    // Logs are produced (their cost is part of the measurement) but not kept.
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitUntilUp(url, child);
+  const name = `${backend}${workers > 1 ? ` ×${workers} workers` : ''}`;
+  return {
+    name,
+    backend,
+    size,
+    url,
+    child,
+    dataset: { size, deepPages: await deepPages(database.url, size) },
+  };
+}
+
+async function load(
+  target: Target,
+  scenario: Scenario,
+  duration: number,
+): Promise<Result & { peakRss: number; cpuMicros: number }> {
+  const spec: LoadSpec = {
+    url: target.url,
+    key: KEY,
+    connections,
+    seconds: duration,
+    mix: trafficFor(scenario, target.dataset),
+  };
+  let peakRss = 0;
+  const pid = target.child.pid as number;
+  const cpuBefore = cpuMicros(pid);
+  const sampler = setInterval(() => {
+    peakRss = Math.max(peakRss, residentBytes(pid));
+  }, 100);
+  try {
+    const output = await new Promise<string>((resolve, reject) => {
+      const child = spawn(process.execPath, [...TSX, join(ROOT, 'bench/load.ts'), JSON.stringify(spec)], {
+        cwd: ROOT,
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      let stdout = '';
+      child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+        stdout += chunk;
+      });
+      child.on('close', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`load exited ${code}`))));
+    });
+    return {
+      ...(JSON.parse(output) as Result),
+      peakRss: Math.max(peakRss, residentBytes(pid)),
+      cpuMicros: cpuMicros(pid) - cpuBefore,
+    };
+  } finally {
+    clearInterval(sampler);
+  }
+}
+
+function bare(database: Database, size: number): Record<string, number> {
+  const spec = { url: database.url, poolSize: 10, connections, seconds, size };
+  return JSON.parse(
+    runToEnd(process.execPath, [...TSX, 'bench/pg-bare.ts', JSON.stringify(spec)], process.env),
+  ) as Record<string, number>;
+}
+
+async function postgresReachable(): Promise<boolean> {
+  try {
+    await adminQuery('SELECT 1');
+    return true;
+  } catch (error) {
+    log(`PostgreSQL left out: cannot reach it (${(error as Error).message}); set --postgres-url`);
+    return false;
+  }
+}
+
+async function main(): Promise<void> {
+  log('building (tsc)');
+  runToEnd(
+    process.execPath,
+    [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
+    process.env,
+  );
+  const backends = (['sqlite', 'postgres'] as const).filter((b) => wanted.includes(b));
+  if (backends.includes('postgres') && !(await postgresReachable()))
+    backends.splice(backends.indexOf('postgres'), 1);
+
+  const referencePort = await freePort();
+  const reference = spawn(process.execPath, [...TSX, 'bench/reference-server.ts', String(referencePort)], {
+    cwd: ROOT,
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const rows: Row[] = [];
+  const bareQueries: Record<string, Record<string, number>> = {};
+  try {
+    for (const size of sizes) {
+      const databases: Database[] = [];
+      const targets: Target[] = [];
+      try {
+        const referenceTarget: Target = {
+          name: 'reference (node:http)',
+          backend: 'reference',
+          size,
+          url: `http://127.0.0.1:${referencePort}`,
+          child: reference,
+          dataset: { size, deepPages: ['/v1/pets?limit=20&cursor=x'] },
+        };
+        await waitUntilUp(referenceTarget.url, reference);
+        targets.push(referenceTarget);
+        for (const backend of backends) {
+          const database = await newDatabase(backend);
+          databases.push(database);
+          targets.push(await startService(backend, size, database));
+          if (backend === 'postgres') {
+            log(`postgres: bare queries, ${size} pets`);
+            bareQueries[String(size)] = bare(database, size);
+          }
+        }
+        for (const scenario of scenarios) {
+          for (const target of targets) {
+            if (!quick) await load(target, scenario, 1); // warm-up: JIT, caches, connection pools
+            log(`${scenario}: ${target.name}, ${size} pets, ${seconds} s`);
+            const result = await load(target, scenario, seconds);
+            rows.push({
+              scenario,
+              target: target.name,
+              backend: target.backend,
+              size,
+              requestsPerSecond: result.requests.average,
+              p50: result.latency.p50,
+              p99: result.latency.p99,
+              non2xx: result.non2xx + result.errors + result.timeouts,
+              peakRssMiB: result.peakRss / 2 ** 20,
+              cpuMicrosPerRequest: result.cpuMicros / Math.max(1, result.requests.total),
+            });
+          }
+        }
+      } finally {
+        for (const target of targets) if (target.backend !== 'reference') await stop(target.child);
+        for (const database of databases) await database.drop();
+      }
+    }
+  } finally {
+    await stop(reference);
+  }
+
+  const machine = {
+    nproc: availableParallelism(),
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    cpu: cpus()[0]?.model ?? 'unknown',
+    node: process.version,
+  };
+  const given = process.argv.slice(2);
+  const command = `npm run bench${given.length > 0 ? ` -- ${given.join(' ')}` : ''}`;
+  const run = {
+    date: new Date().toISOString(),
+    command,
+    machine,
+    workers,
+    connections,
+    seconds,
+    rows,
+    bareQueries,
+  };
+  mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+  const file = join(ROOT, `bench/results/${run.date.replaceAll(':', '-')}.json`);
+  writeFileSync(file, `${JSON.stringify(run, null, 2)}\n`);
+  const report = renderReport(run);
+  process.stdout.write(report);
+  const complete = !quick && scenarios.length === SCENARIOS.length && sizes.length > 1;
+  if (complete) writeLatestTable(report);
+  log(`results: ${file}${complete ? ', docs/benchmarks.md' : ''}`);
+}
+
+const START = '<!-- bench:start (written by npm run bench) -->';
+const END = '<!-- bench:end -->';
+
+/** Replaces the generated part of docs/benchmarks.md, keeping the analysis written around it. */
+function writeLatestTable(report: string): void {
+  const path = join(ROOT, 'docs/benchmarks.md');
+  let doc: string;
+  try {
+    doc = readFileSync(path, 'utf8');
+  } catch {
+    doc = `# Benchmarks\n\n${START}\n${END}\n`;
+  }
+  const [before, rest] = doc.split(START);
+  const after = rest?.split(END)[1] ?? '\n';
+  writeFileSync(path, `${before}${START}\n${report}${END}${after}`);
+}
+
+if (args.render) {
+  const report = renderReport(JSON.parse(readFileSync(args.render as string, 'utf8')));
+  process.stdout.write(report);
+  writeLatestTable(report);
+} else {
+  await main();
+}

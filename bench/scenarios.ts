@@ -1,0 +1,59 @@
+/** The benchmark's scenarios: what each connection asks for, built from the ids and cursors of one dataset. */
+
+/** One part of a scenario's traffic: GETs of one of `paths`, or a create with a distinct body. */
+export type TrafficPart = { kind: 'get'; paths: string[]; upTo?: number } | { kind: 'create'; upTo?: number };
+
+/** What the load process is told to do (bench/load.ts). */
+export interface LoadSpec {
+  url: string;
+  key: string;
+  connections: number;
+  seconds: number;
+  /** Chosen per request by a roll of 0..100 against each part's cumulative `upTo` (100 when absent). */
+  mix: TrafficPart[];
+}
+
+export const SCENARIOS = ['list', 'list-status', 'page', 'get', 'create', 'mixed'] as const;
+export type Scenario = (typeof SCENARIOS)[number];
+
+export interface Dataset {
+  /** Number of pets seeded; their ids are 1..size. */
+  size: number;
+  /** `/v1/pets?limit=20&cursor=…` URLs whose cursors point at random depths of the data. */
+  deepPages: string[];
+}
+
+const STATUSES = ['available', 'pending', 'sold'];
+const SAMPLES = 2000;
+
+export function trafficFor(scenario: Scenario, { size, deepPages }: Dataset): TrafficPart[] {
+  const list: TrafficPart = { kind: 'get', paths: ['/v1/pets?limit=20'] };
+  const listStatus: TrafficPart = {
+    kind: 'get',
+    paths: STATUSES.map((s) => `/v1/pets?limit=20&status=${s}`),
+  };
+  const page: TrafficPart = { kind: 'get', paths: deepPages };
+  const get: TrafficPart = {
+    kind: 'get',
+    paths: Array.from({ length: SAMPLES }, () => `/v1/pets/${1 + Math.floor(Math.random() * size)}`),
+  };
+  switch (scenario) {
+    case 'list':
+      return [list];
+    case 'list-status':
+      return [listStatus];
+    case 'page':
+      return [page];
+    case 'get':
+      return [get];
+    case 'create':
+      return [{ kind: 'create' }];
+    case 'mixed':
+      // 80% reads (listing, filtered, paging), 15% creates, 5% gets.
+      return [
+        { kind: 'get', paths: [...list.paths, ...listStatus.paths, ...deepPages.slice(0, 100)], upTo: 80 },
+        { kind: 'create', upTo: 95 },
+        { ...get, upTo: 100 },
+      ];
+  }
+}

@@ -1,0 +1,88 @@
+import { Redis } from 'ioredis';
+import {
+  type BucketDecision,
+  describeBucket,
+  type TokenBucketPolicy,
+  type TokenBuckets,
+} from '../domain/token-bucket.js';
+
+/**
+ * takeToken (src/domain/token-bucket.ts) as one Lua script, so the read-refill-take-write of a bucket
+ * is atomic however many nodes share it. The clock is Redis's own (TIME), so nodes whose clocks
+ * disagree still agree on every bucket. Idle buckets expire once they would be full again.
+ */
+const TAKE_TOKEN = `
+local per_second = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local time = redis.call('TIME')
+local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'at_ms')
+local tokens = burst
+if state[1] then
+  local elapsed_ms = math.max(0, now_ms - tonumber(state[2]))
+  tokens = math.min(burst, tonumber(state[1]) + elapsed_ms * per_second / 1000)
+end
+local allowed = 0
+if tokens >= 1 then
+  tokens = tokens - 1
+  allowed = 1
+end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at_ms', tostring(now_ms))
+redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) * 1000 / per_second) + 1000)
+return {allowed, tostring(tokens)}
+`;
+
+// A limiter must never be what makes a request slow: a Redis that does not answer this fast is
+// treated as gone (the caller fails open).
+const COMMAND_TIMEOUT_MS = 500;
+
+type TakeTokenCommand = (key: string, perSecond: number, burst: number) => Promise<[number, string]>;
+
+/** Buckets shared by every node through Redis (REDIS_URL): N nodes enforce one budget per key. */
+export class RedisBuckets implements TokenBuckets {
+  readonly #redis: Redis;
+  readonly #takeToken: TakeTokenCommand;
+
+  /**
+   * Connects, waiting until Redis answers or the first attempt fails: the first requests then meet a
+   * shared bucket, not a fail-open. A Redis that is down at start does not stop the start.
+   */
+  static async connect(url: string, onConnectionError: (error: Error) => void): Promise<RedisBuckets> {
+    const buckets = new RedisBuckets(url, onConnectionError);
+    const redis = buckets.#redis;
+    await new Promise<void>((resolve) => {
+      const settle = () => {
+        redis.off('ready', settle).off('error', settle);
+        resolve();
+      };
+      redis.once('ready', settle).once('error', settle);
+    });
+    return buckets;
+  }
+
+  private constructor(url: string, onConnectionError: (error: Error) => void) {
+    this.#redis = new Redis(url, {
+      // While disconnected, fail each command at once instead of queueing it behind a reconnect.
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      commandTimeout: COMMAND_TIMEOUT_MS,
+      connectTimeout: 1_000,
+      // Keep trying to come back, at most every 2 s, for as long as the service runs.
+      retryStrategy: (attempt) => Math.min(attempt * 100, 2_000),
+    });
+    // Without a listener ioredis reports each failed reconnect as an unhandled 'error' event.
+    this.#redis.on('error', onConnectionError);
+    this.#redis.defineCommand('petstoreTakeToken', { numberOfKeys: 1, lua: TAKE_TOKEN });
+    const command = (this.#redis as unknown as { petstoreTakeToken: TakeTokenCommand }).petstoreTakeToken;
+    this.#takeToken = command.bind(this.#redis);
+  }
+
+  async take(key: string, policy: TokenBucketPolicy): Promise<BucketDecision> {
+    const [allowed, tokens] = await this.#takeToken(`petstore:rate:${key}`, policy.perSecond, policy.burst);
+    return describeBucket(allowed === 1, Number(tokens), policy);
+  }
+
+  async close(): Promise<void> {
+    this.#redis.disconnect();
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * Group commit for creates. A durable commit costs one fsync (SQLite with synchronous=FULL, PostgreSQL
+ * with synchronous_commit=on) whether it holds one row or a hundred, so committing each request alone
+ * caps creates at the disk's flush rate. This single writer batches whatever arrived while the previous
+ * commit was being written (or, when idle, during the current event-loop turn) and commits it as one
+ * transaction; each caller's promise settles only once its own batch has committed, so a 201 still means
+ * "on disk". The benchmark's `create` scenario measured the difference (docs/benchmarks.md).
+ */
+export type CommitBatch<T, R> = (items: readonly T[]) => Promise<readonly R[]> | readonly R[];
+
+interface Pending<T, R> {
+  item: T;
+  resolve(result: R): void;
+  reject(error: unknown): void;
+}
+
+/** Largest batch in one transaction: bounds one commit's latency and a PostgreSQL statement's size. */
+export const MAX_BATCH_SIZE = 512;
+
+export class CreateBatcher<T, R> {
+  readonly #commit: CommitBatch<T, R>;
+  readonly #maxBatchSize: number;
+  #queue: Pending<T, R>[] = [];
+  /** True from the moment a flush is scheduled until the queue is empty again. */
+  #busy = false;
+  #idle: (() => void)[] = [];
+
+  constructor(commit: CommitBatch<T, R>, maxBatchSize = MAX_BATCH_SIZE) {
+    this.#commit = commit;
+    this.#maxBatchSize = maxBatchSize;
+  }
+
+  /** Resolves to the committed result for `item` once the transaction holding it has committed. */
+  add(item: T): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      this.#queue.push({ item, resolve, reject });
+      if (!this.#busy) {
+        this.#busy = true;
+        // setImmediate, not a microtask: every request whose bytes arrived in this event-loop turn is
+        // parsed and queued before the first commit, so they share its fsync.
+        setImmediate(() => void this.#flush());
+      }
+    });
+  }
+
+  /** Resolves once nothing is queued or being committed (before closing the database). */
+  settled(): Promise<void> {
+    if (!this.#busy) return Promise.resolve();
+    return new Promise((resolve) => this.#idle.push(resolve));
+  }
+
+  async #flush(): Promise<void> {
+    while (this.#queue.length > 0) {
+      const batch = this.#queue.splice(0, this.#maxBatchSize);
+      try {
+        const results = await this.#commit(batch.map((pending) => pending.item));
+        if (results.length !== batch.length) {
+          throw new Error(`a batch of ${batch.length} creates committed ${results.length} rows`);
+        }
+        for (const [i, pending] of batch.entries()) pending.resolve(results[i] as R);
+      } catch (error) {
+        // The transaction rolled back as a whole: exactly its callers fail, later batches still run.
+        for (const pending of batch) pending.reject(error);
+      }
+    }
+    this.#busy = false;
+    for (const resolve of this.#idle.splice(0)) resolve();
+  }
+}

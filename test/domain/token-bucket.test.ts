@@ -1,0 +1,52 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { type BucketState, describeBucket, takeToken, windowSeconds } from '../../src/domain/token-bucket.js';
+import { MemoryBuckets } from '../../src/rate-limit/memory-buckets.js';
+
+const policy = { perSecond: 2, burst: 3 };
+
+test('when a new key sends its burst, then each request passes and the next is refused', () => {
+  let state: BucketState | undefined;
+  const allowed: boolean[] = [];
+  for (let i = 0; i < 4; i++) {
+    const taken = takeToken(state, 1_000, policy);
+    state = taken.state;
+    allowed.push(taken.allowed);
+  }
+  assert.deepEqual(allowed, [true, true, true, false]);
+  assert.equal(state?.tokens, 0);
+});
+
+test('when time passes, then tokens come back at the rate and never beyond the burst', () => {
+  const empty: BucketState = { tokens: 0, atMs: 0 };
+  assert.equal(takeToken(empty, 499, policy).allowed, false, 'less than one token after 499 ms at 2/s');
+  assert.equal(takeToken(empty, 500, policy).allowed, true, 'one token after 500 ms');
+  assert.equal(takeToken(empty, 60_000, policy).state.tokens, policy.burst - 1, 'capped at the burst');
+});
+
+test('when a bucket is described, then Retry-After is the wait for one token and t the wait until full', () => {
+  assert.deepEqual(describeBucket(false, 0.5, policy), {
+    allowed: false,
+    remaining: 0,
+    retryAfterSeconds: 1,
+    resetSeconds: 2,
+  });
+  assert.deepEqual(describeBucket(true, 2, policy), {
+    allowed: true,
+    remaining: 2,
+    retryAfterSeconds: 0,
+    resetSeconds: 1,
+  });
+  assert.equal(windowSeconds(policy), 2);
+  assert.equal(windowSeconds({ perSecond: 0.01, burst: 3 }), 300);
+});
+
+test('when two keys share the in-memory buckets, then each has a budget of its own', async () => {
+  let now = 0;
+  const buckets = new MemoryBuckets(() => now);
+  for (let i = 0; i < 3; i++) assert.equal((await buckets.take('a', policy)).allowed, true);
+  assert.equal((await buckets.take('a', policy)).allowed, false);
+  assert.equal((await buckets.take('b', policy)).allowed, true);
+  now = 10_000; // long enough for 'a' to refill: it is swept, and starts full again
+  assert.equal((await buckets.take('a', policy)).remaining, 2);
+});

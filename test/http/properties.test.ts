@@ -1,0 +1,409 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import fc from 'fast-check';
+import { backends } from '../support/backends.js';
+import { rawRequest } from '../support/raw-json.js';
+import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
+
+/**
+ * Property-based tests: requests generated from the OpenAPI document the service serves (the NewPet
+ * schema and the listPets/getPet parameters), valid and invalid, against the live server. Whatever is
+ * sent: never a 5xx; every response matches the document (rawRequest checks each one); a refused
+ * request changes nothing; an accepted pet reads back identical, by id and in the list.
+ * Runs are bounded (NUM_RUNS per property); a failure prints fast-check's seed and the shrunk request.
+ */
+
+const NUM_RUNS = 120;
+
+type Json = Record<string, unknown>;
+/** A pet with every value as text, so int64 values compare exactly. */
+interface PetText {
+  id: string;
+  name: string;
+  categoryId: string;
+  status: string;
+}
+
+/** A generated piece of a request, and whether the document says it is valid. */
+interface Part {
+  /** JSON text (bodies) or raw text (query and path values). */
+  text: string;
+  valid: boolean;
+  /** For a valid body value, what the service must store. */
+  value?: string;
+}
+
+const asText = (pet: Json): PetText => ({
+  id: String(pet.id),
+  name: pet.name as string,
+  categoryId: String(pet.categoryId),
+  status: pet.status as string,
+});
+
+/** Resolves a local `$ref` in the document. */
+function resolve(doc: Json, schema: Json): Json {
+  const ref = schema.$ref;
+  if (typeof ref !== 'string') return schema;
+  let node: unknown = doc;
+  for (const segment of ref.replace(/^#\//, '').split('/')) node = (node as Json)[segment];
+  return resolve(doc, node as Json);
+}
+
+const codePoints = (text: string) => [...text].length;
+
+/** Characters that test the name rules: controls, lone surrogates, white space, astral, SQL. */
+const trickyChar = fc.constantFrom(
+  '\u0000',
+  '\u001f',
+  '\u007f',
+  '\t',
+  '\n',
+  ' ',
+  '\u00a0',
+  '\u3000',
+  '\ud800',
+  '\udc00',
+  '🐶',
+  'é',
+  'e\u0301',
+  "'",
+  '"',
+  '\\',
+  '%',
+  '_',
+  ';',
+  '-',
+  'a',
+);
+
+/** An arbitrary string value for a string schema: valid or not according to that schema alone. */
+function stringPart(schema: Json): fc.Arbitrary<Part> {
+  const min = (schema.minLength as number | undefined) ?? 0;
+  const max = (schema.maxLength as number | undefined) ?? 1000;
+  // Ajv's patterns are Unicode regular expressions, and its lengths count code points.
+  const pattern = typeof schema.pattern === 'string' ? new RegExp(schema.pattern, 'u') : undefined;
+  const enumValues = schema.enum as string[] | undefined;
+  const isValid = (s: string) =>
+    enumValues
+      ? enumValues.includes(s)
+      : codePoints(s) >= min && codePoints(s) <= max && (!pattern || pattern.test(s));
+  const candidates = fc.oneof(
+    ...(enumValues
+      ? [fc.constantFrom(...enumValues), fc.constantFrom(...enumValues.map((v) => v.toUpperCase()))]
+      : []),
+    fc.string({ unit: 'grapheme', minLength: 0, maxLength: 40 }),
+    fc.string({ unit: trickyChar, minLength: 0, maxLength: 12 }),
+    fc.string({ unit: 'binary', minLength: 0, maxLength: 20 }),
+    fc.integer({ min: Math.max(0, max - 2), max: max + 2 }).map((n) => 'x'.repeat(n)),
+    fc.integer({ min: Math.max(0, max - 2), max: max + 2 }).map((n) => '🐶'.repeat(n)),
+  );
+  return candidates.map((s) => ({ text: JSON.stringify(s), valid: isValid(s), value: s }));
+}
+
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+
+/** An integer schema's bounds (int64 when its format says so). */
+function integerBounds(schema: Json): [bigint, bigint] {
+  const int64 = schema.format === 'int64';
+  const min = typeof schema.minimum === 'number' ? BigInt(schema.minimum) : int64 ? INT64_MIN : -(2n ** 53n);
+  const max = typeof schema.maximum === 'number' ? BigInt(schema.maximum) : int64 ? INT64_MAX : 2n ** 53n;
+  return [min, max];
+}
+
+/** Integer values as JSON literals (bodies) or decimal text (parameters), valid or not. */
+function integerPart(schema: Json, inJson: boolean): fc.Arbitrary<Part> {
+  const [min, max] = integerBounds(schema);
+  const valid = fc
+    .oneof(fc.bigInt({ min, max }), fc.constantFrom(min, max, min + 1n > max ? min : min + 1n))
+    .map((n): Part => ({ text: String(n), valid: true, value: String(n) }));
+  const outOfRange = fc
+    .oneof(
+      fc.bigInt({ min: max + 1n, max: max + 2n ** 70n }),
+      fc.bigInt({ min: min - 2n ** 70n, max: min - 1n }),
+    )
+    .map((n): Part => ({ text: String(n), valid: false }));
+  const notIntegers = fc
+    .oneof(
+      fc
+        .double({ noNaN: true, noDefaultInfinity: true })
+        .filter((d) => !Number.isInteger(d))
+        .map(String),
+      fc.constantFrom('1.0', '1e2', '1e400', '-1e400', '1e-400', '0x10', '1.5', '+1', '01', ''),
+      ...(inJson
+        ? [fc.constantFrom('"1"', 'true', 'false', 'null', '[]', '{}', '[1]')]
+        : [fc.string({ unit: trickyChar, maxLength: 6 }).filter((s) => !/^-?(0|[1-9][0-9]*)$/.test(s))]),
+    )
+    .map((text): Part => ({ text, valid: false }));
+  return fc.oneof(
+    { weight: 3, arbitrary: valid },
+    { weight: 1, arbitrary: outOfRange },
+    { weight: 1, arbitrary: notIntegers },
+  );
+}
+
+/** A value for a schema inside a JSON body: of its type (valid or not) or of a wrong JSON type. */
+function bodyValuePart(doc: Json, raw: Json): fc.Arbitrary<Part> {
+  const schema = resolve(doc, raw);
+  const ofType = schema.type === 'integer' ? integerPart(schema, true) : stringPart(schema);
+  const wrongType = fc
+    .constantFrom(
+      'null',
+      'true',
+      '[]',
+      '{}',
+      '{"__proto__":{"polluted":1}}',
+      schema.type === 'integer' ? '"7"' : '7',
+    )
+    .map((text): Part => ({ text, valid: false }));
+  return fc.oneof({ weight: 4, arbitrary: ofType }, { weight: 1, arbitrary: wrongType });
+}
+
+/** A body for an object schema: each property present or missing, plus perhaps properties it does not define. */
+function objectBody(
+  doc: Json,
+  raw: Json,
+): fc.Arbitrary<{ text: string; valid: boolean; values: Record<string, string> }> {
+  const schema = resolve(doc, raw);
+  const properties = schema.properties as Record<string, Json>;
+  const required = new Set(schema.required as string[]);
+  const names = Object.keys(properties);
+  const fields = fc.record(
+    Object.fromEntries(
+      names.map((name) => [
+        name,
+        fc.option(bodyValuePart(doc, properties[name] as Json), {
+          freq: required.has(name) ? 8 : 2,
+          nil: undefined,
+        }),
+      ]),
+    ) as Record<string, fc.Arbitrary<Part | undefined>>,
+  );
+  const extraName = fc
+    .oneof(fc.constantFrom('id', '__proto__', 'constructor', 'Name', 'colour'), fc.string({ maxLength: 8 }))
+    .filter((name) => !names.includes(name));
+  const extras =
+    schema.additionalProperties === false
+      ? fc.option(fc.uniqueArray(extraName, { minLength: 1, maxLength: 2 }), { freq: 4, nil: undefined })
+      : fc.constant(undefined);
+  return fc.tuple(fields, extras).map(([parts, extra]) => {
+    const entries: string[] = [];
+    let valid = true;
+    const values: Record<string, string> = {};
+    for (const name of names) {
+      const part = parts[name];
+      if (part === undefined) {
+        if (required.has(name)) valid = false;
+        continue;
+      }
+      entries.push(`${JSON.stringify(name)}:${part.text}`);
+      valid &&= part.valid;
+      if (part.value !== undefined) values[name] = part.value;
+    }
+    for (const name of extra ?? []) entries.push(`${JSON.stringify(name)}:1`);
+    if (extra) valid = false;
+    return { text: `{${entries.join(',')}}`, valid, values };
+  });
+}
+
+/** A query or path parameter value, valid or not according to its schema. */
+function parameterPart(doc: Json, raw: Json): fc.Arbitrary<Part> {
+  const schema = resolve(doc, raw);
+  if (schema.type === 'integer') return integerPart(schema, false);
+  return stringPart(schema).map((part) => ({ ...part, text: part.value as string }));
+}
+
+for (const backend of backends) {
+  describe(`properties of requests generated from the OpenAPI document (${backend.name})`, () => {
+    let server: TestServer;
+    let doc: Json;
+    /** The store as it must be, in id order. */
+    const model: PetText[] = [];
+
+    before(async () => {
+      server = await startTestServer({ backend, now: () => new Date('2027-01-01T00:00:00Z') });
+      // The document as served, fetched like any client would.
+      const res = await fetch(`${server.url}/v1/openapi.json`);
+      assert.equal(res.status, 200);
+      doc = (await res.json()) as Json;
+      // A few pets of every status, so lists and filters have something to show.
+      for (const [i, status] of ['available', 'pending', 'sold', 'sold', 'pending'].entries()) {
+        const created = await server.request('POST', '/v1/pets', {
+          body: { name: `seed ${i}`, categoryId: i, status },
+        });
+        assert.equal(created.status, 201);
+        model.push(asText(created.exact<Json>()));
+      }
+    });
+    after(() => server.close());
+
+    /** An operation of the served document, e.g. operation('/pets', 'post'). */
+    const operation = (path: string, method: string) =>
+      ((doc.paths as Json)[path] as Record<string, Json>)[method] as Json;
+    const parameters = (path: string, method: string) =>
+      (operation(path, method).parameters as Json[]).map((p) => ({
+        name: p.name as string,
+        in: p.in as string,
+        schema: p.schema as Json,
+      }));
+
+    async function walk(): Promise<PetText[]> {
+      const pets: PetText[] = [];
+      let path: string | undefined = '/v1/pets?limit=100';
+      while (path !== undefined) {
+        const res: TestResponse = await rawRequest(server, 'GET', path);
+        assert.equal(res.status, 200, res.text);
+        pets.push(...res.exact<Json[]>().map(asText));
+        const link = res.headers.get('link');
+        path = link ? (/^<([^>]+)>/.exec(link)?.[1] as string) : undefined;
+      }
+      return pets;
+    }
+
+    function assertNo5xx(res: TestResponse, what: string): void {
+      assert.ok(res.status < 500, `${what} answered ${res.status}: ${res.text}`);
+    }
+
+    test('when any NewPet body derived from the document is POSTed, then never a 5xx; a refused one stores nothing and an accepted one reads back identical by id and in the list', async () => {
+      const newPet = (
+        ((operation('/pets', 'post').requestBody as Json).content as Json)['application/json'] as Json
+      ).schema as Json;
+      const anyBody = objectBody(doc, newPet);
+      // Half the bodies are valid ones: valid bodies are rare among random ones.
+      const bodies = fc.oneof(
+        anyBody,
+        anyBody.filter((body) => body.valid),
+      );
+      let accepted = 0;
+      let refused = 0;
+      await fc.assert(
+        fc.asyncProperty(bodies, async (body) => {
+          const res = await rawRequest(server, 'POST', '/v1/pets', {
+            body: body.text,
+            headers: { 'content-type': 'application/json' },
+          });
+          assertNo5xx(res, `POST ${body.text}`);
+          if (body.valid) {
+            accepted++;
+            assert.equal(res.status, 201, `${body.text} → ${res.text}`);
+            const pet = asText(res.exact<Json>());
+            assert.deepEqual(pet, {
+              id: pet.id,
+              name: body.values.name,
+              categoryId: body.values.categoryId,
+              status: body.values.status ?? 'available',
+            });
+            const read = await rawRequest(server, 'GET', `/v1/pets/${pet.id}`);
+            assert.equal(read.status, 200);
+            assert.equal(read.text, res.text);
+            model.push(pet);
+          } else {
+            refused++;
+            assert.equal(res.status, 400, `${body.text} → ${res.status} ${res.text}`);
+            assert.equal(res.json<Json>().code, 'invalid_request');
+          }
+          assert.deepEqual(await walk(), model);
+        }),
+        { numRuns: NUM_RUNS },
+      );
+      // Both halves of the property were exercised.
+      assert.ok(accepted > 10 && refused > 10, `accepted ${accepted}, refused ${refused}`);
+    });
+
+    test('when any listPets query derived from the document is sent, then never a 5xx; a valid one returns exactly the matching pets and an invalid one a 400 that changes nothing', async () => {
+      const params = parameters('/pets', 'get');
+      const byName = Object.fromEntries(params.map((p) => [p.name, p]));
+      assert.deepEqual(Object.keys(byName).sort(), ['cursor', 'limit', 'status']);
+      const anyQuery = fc.record({
+        limit: fc.option(parameterPart(doc, byName.limit?.schema as Json), { nil: undefined }),
+        status: fc.option(parameterPart(doc, byName.status?.schema as Json), { nil: undefined }),
+        // Any cursor a client makes up is invalid: only the service's own are accepted.
+        cursor: fc.option(
+          parameterPart(doc, byName.cursor?.schema as Json).map((part) => ({ ...part, valid: false })),
+          { freq: 5, nil: undefined },
+        ),
+      });
+      const allValid = (q: Record<string, Part | undefined>) =>
+        Object.values(q).every((part) => part === undefined || part.valid);
+      // Half the queries are valid ones: valid queries are rare among random ones.
+      const query = fc.oneof(anyQuery, anyQuery.filter(allValid));
+      let valid = 0;
+      let invalid = 0;
+      const defaultLimit = Number(
+        (resolve(doc, byName.limit?.schema as Json).default as number | undefined) ?? 20,
+      );
+      await fc.assert(
+        fc.asyncProperty(query, async (q) => {
+          const search = new URLSearchParams();
+          for (const [name, part] of Object.entries(q)) if (part) search.append(name, part.text);
+          const path = `/v1/pets?${search}`;
+          const before = await walk();
+          const res = await rawRequest(server, 'GET', path);
+          assertNo5xx(res, `GET ${path}`);
+          if (allValid(q)) {
+            valid++;
+            assert.equal(res.status, 200, `${path} → ${res.text}`);
+            const limit = q.limit ? Number(q.limit.text) : defaultLimit;
+            const matching = before.filter((pet) => q.status === undefined || pet.status === q.status.text);
+            assert.deepEqual(res.exact<Json[]>().map(asText), matching.slice(0, limit));
+            assert.equal(res.headers.get('link') !== null, matching.length > limit, `Link on ${path}`);
+          } else {
+            invalid++;
+            assert.equal(res.status, 400, `${path} → ${res.status} ${res.text}`);
+            assert.equal(res.json<Json>().code, 'invalid_request');
+          }
+          assert.deepEqual(await walk(), before);
+        }),
+        { numRuns: NUM_RUNS },
+      );
+      assert.ok(valid > 10 && invalid > 10, `valid ${valid}, invalid ${invalid}`);
+    });
+
+    test('when any getPet petId derived from the document is asked for, then never a 5xx: 200 with the stored pet, 404 for an unknown id, 400 for an invalid one, and nothing changes', async () => {
+      const [petId] = parameters('/pets/{petId}', 'get');
+      assert.equal(petId?.name, 'petId');
+      const known = fc
+        .constantFrom(...model.map((pet) => pet.id))
+        .map((id): Part => ({ text: id, valid: true }));
+      // An empty petId would be another path (/v1/pets/), not this operation.
+      const ids = fc.oneof(
+        known,
+        parameterPart(doc, petId?.schema as Json).filter((part) => part.text !== ''),
+      );
+      let found = 0;
+      let missing = 0;
+      let invalid = 0;
+      const before = await walk();
+      await fc.assert(
+        fc.asyncProperty(ids, async (id) => {
+          // A lone surrogate cannot be percent-encoded: it travels as U+FFFD, still not an integer.
+          const path = `/v1/pets/${encodeURIComponent(Buffer.from(id.text).toString())}`;
+          const res = await rawRequest(server, 'GET', path);
+          assertNo5xx(res, `GET ${path}`);
+          if (!id.valid) {
+            invalid++;
+            assert.equal(res.status, 400, `${path} → ${res.status} ${res.text}`);
+            assert.equal(res.json<Json>().code, 'invalid_request');
+            return;
+          }
+          const pet = before.find((p) => p.id === String(BigInt(id.text)));
+          if (pet) {
+            found++;
+            assert.equal(res.status, 200, `${path} → ${res.text}`);
+            assert.deepEqual(asText(res.exact<Json>()), pet);
+          } else {
+            missing++;
+            assert.equal(res.status, 404, `${path} → ${res.status} ${res.text}`);
+            assert.equal(res.json<Json>().code, 'not_found');
+          }
+        }),
+        { numRuns: NUM_RUNS },
+      );
+      assert.deepEqual(await walk(), before);
+      assert.ok(
+        found > 5 && missing > 5 && invalid > 5,
+        `found ${found}, missing ${missing}, invalid ${invalid}`,
+      );
+    });
+  });
+}

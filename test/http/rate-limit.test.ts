@@ -1,0 +1,279 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createConnection, createServer } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { backends, type TestDatabase } from '../support/backends.js';
+import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
+
+/** The Redis that CI runs (.ci/run starts it). */
+const SHARED_REDIS = 'redis://127.0.0.1:6379';
+/** So slow that no token comes back during a test: what each test sees is exact, whatever the timing. */
+const NO_REFILL = { RATE_LIMIT_PER_SECOND: '0.01' };
+
+/** A key of its own for each test: buckets in a shared Redis never carry over between tests or runs. */
+const newKey = () => `rate-test-${randomBytes(12).toString('hex')}`;
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** Resolves once something accepts connections on the port (bounded: gives up after 10 s). */
+async function reachable(port: number): Promise<void> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = createConnection({ host: '127.0.0.1', port }, () => {
+        socket.end();
+        resolve(true);
+      });
+      socket.on('error', () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`nothing listens on ${port}`);
+}
+
+const counterValue = async (server: TestServer, name: string): Promise<number> => {
+  const text = (await server.request('GET', '/metrics', { key: null })).text;
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  return Number(line?.split(' ')[1] ?? Number.NaN);
+};
+
+const fields = (res: TestResponse) => ({
+  policy: res.headers.get('ratelimit-policy'),
+  limit: res.headers.get('ratelimit'),
+  retryAfter: res.headers.get('retry-after'),
+});
+
+for (const backend of backends) {
+  describe(`rate limits per API key, in memory (${backend.name})`, () => {
+    const key = newKey();
+    const otherKey = newKey();
+    let server: TestServer;
+    before(async () => {
+      server = await startTestServer({
+        backend,
+        env: { ...NO_REFILL, RATE_LIMIT_BURST: '3', PETSTORE_API_KEYS: `${key},${otherKey}` },
+      });
+    });
+    after(() => server.close());
+
+    test('when a key sends more than its burst, then the excess gets 429 rate_limited with Retry-After and the RateLimit fields', async () => {
+      const before = await counterValue(server, 'petstore_rate_limited_total');
+      for (const remaining of [2, 1, 0]) {
+        const res = await server.request('GET', '/v1/pets', { key });
+        assert.equal(res.status, 200, res.text);
+        // q: the burst; w: seconds for an empty bucket to refill (3 tokens at 0.01/s).
+        assert.deepEqual(fields(res), {
+          policy: '"per-key";q=3;w=300',
+          limit: `"per-key";r=${remaining};t=${(3 - remaining) * 100}`,
+          retryAfter: null,
+        });
+      }
+      const refused = await server.request('POST', '/v1/pets', {
+        key,
+        body: { name: 'Late', categoryId: 1 },
+      });
+      assert.equal(refused.status, 429, refused.text);
+      assert.deepEqual(refused.json(), {
+        code: 'rate_limited',
+        message: 'too many requests for this API key: at most 3 at once and 0.01 per second',
+        status: 429,
+      });
+      const { policy, limit, retryAfter } = fields(refused);
+      assert.equal(policy, '"per-key";q=3;w=300');
+      assert.equal(limit, '"per-key";r=0;t=300');
+      // Seconds until one token is back: 100 at 0.01/s, less the instant since the last take.
+      assert.ok(Number(retryAfter) >= 99 && Number(retryAfter) <= 100, `Retry-After ${retryAfter}`);
+      assert.equal(await counterValue(server, 'petstore_rate_limited_total'), before + 1);
+    });
+
+    test('when one key is limited, then another key still passes', async () => {
+      assert.equal((await server.request('GET', '/v1/pets', { key })).status, 429);
+      const res = await server.request('GET', '/v1/pets', { key: otherKey });
+      assert.equal(res.status, 200, res.text);
+      assert.equal(fields(res).limit, '"per-key";r=2;t=100');
+    });
+
+    test('when requests fail authentication, then they spend no token and carry no RateLimit fields', async () => {
+      const fresh = await startTestServer({
+        backend,
+        env: { ...NO_REFILL, RATE_LIMIT_BURST: '2', PETSTORE_API_KEYS: key },
+      });
+      try {
+        for (let i = 0; i < 5; i++) {
+          const res = await fresh.request('GET', '/v1/pets', { key: 'not-a-key-0123456789abcdef' });
+          assert.equal(res.status, 401);
+          assert.equal(fields(res).limit, null);
+        }
+        assert.equal((await fresh.request('GET', '/v1/pets', { key })).status, 200);
+        assert.equal((await fresh.request('GET', '/v1/pets', { key })).status, 200);
+        assert.equal((await fresh.request('GET', '/v1/pets', { key })).status, 429);
+      } finally {
+        await fresh.close();
+      }
+    });
+
+    test('when a key is limited, then the probes, metrics and the OpenAPI document still answer', async () => {
+      assert.equal((await server.request('GET', '/v1/pets', { key })).status, 429);
+      for (const path of ['/healthz', '/readyz', '/metrics', '/v1/openapi.json']) {
+        assert.equal((await server.request('GET', path, { key })).status, 200, path);
+      }
+    });
+
+    test('when a counted request is refused for another reason, then its error still carries the RateLimit fields', async () => {
+      const fresh = await startTestServer({ backend, env: { ...NO_REFILL, RATE_LIMIT_BURST: '5' } });
+      try {
+        const invalid = await fresh.request('GET', '/v1/pets?limit=0');
+        assert.equal(invalid.status, 400);
+        assert.equal(fields(invalid).limit, '"per-key";r=4;t=100');
+        const missing = await fresh.request('POST', '/v1/pets', { body: { name: 'x' } });
+        assert.equal(missing.status, 400);
+        assert.equal(fields(missing).limit, '"per-key";r=3;t=200');
+      } finally {
+        await fresh.close();
+      }
+    });
+
+    test('when RATE_LIMIT_PER_SECOND is 0, then nothing is limited and no RateLimit fields are sent', async () => {
+      const unlimited = await startTestServer({
+        backend,
+        env: { RATE_LIMIT_PER_SECOND: '0', RATE_LIMIT_BURST: '1' },
+      });
+      try {
+        for (let i = 0; i < 5; i++) {
+          const res = await unlimited.request('GET', '/v1/pets');
+          assert.equal(res.status, 200);
+          assert.equal(fields(res).policy, null);
+        }
+      } finally {
+        await unlimited.close();
+      }
+    });
+  });
+
+  describe(`rate limits shared through Redis by two nodes (${backend.name})`, () => {
+    let database: TestDatabase;
+    const key = newKey();
+    let nodes: [TestServer, TestServer];
+    before(async () => {
+      database = await backend.create();
+      const env = { ...NO_REFILL, RATE_LIMIT_BURST: '4', REDIS_URL: SHARED_REDIS, PETSTORE_API_KEYS: key };
+      nodes = [await startTestServer({ database, env }), await startTestServer({ database, env })];
+    });
+    after(async () => {
+      for (const node of nodes ?? []) await node.close();
+      await database?.drop();
+    });
+
+    test('when a key alternates between two nodes, then together they allow one burst, not one each', async () => {
+      const statuses: number[] = [];
+      for (let i = 0; i < 10; i++) {
+        statuses.push((await (nodes[i % 2] as TestServer).request('GET', '/v1/pets', { key })).status);
+      }
+      assert.deepEqual(statuses, [200, 200, 200, 200, 429, 429, 429, 429, 429, 429]);
+    });
+
+    test('when requests race on both nodes, then exactly the burst passes', async () => {
+      const raceKey = newKey();
+      const env = {
+        ...NO_REFILL,
+        RATE_LIMIT_BURST: '5',
+        REDIS_URL: SHARED_REDIS,
+        PETSTORE_API_KEYS: raceKey,
+      };
+      const pair = [await startTestServer({ database, env }), await startTestServer({ database, env })];
+      try {
+        const answers = await Promise.all(
+          Array.from({ length: 20 }, (_, i) =>
+            (pair[i % 2] as TestServer).request('GET', '/v1/pets', { key: raceKey }),
+          ),
+        );
+        assert.equal(answers.filter((a) => a.status === 200).length, 5);
+        assert.equal(answers.filter((a) => a.status === 429).length, 15);
+      } finally {
+        for (const node of pair) await node.close();
+      }
+    });
+  });
+
+  describe(`rate limits when Redis is away (${backend.name})`, () => {
+    test('when REDIS_URL points where nothing listens, then requests are served unlimited and counted as failing open', async () => {
+      const port = await freePort();
+      const lines: string[] = [];
+      const server = await startTestServer({
+        backend,
+        env: { ...NO_REFILL, RATE_LIMIT_BURST: '1', REDIS_URL: `redis://127.0.0.1:${port}` },
+        logger: { level: 'warn', stream: { write: (line: string) => lines.push(line) } },
+      });
+      try {
+        for (let i = 0; i < 3; i++) {
+          const res = await server.request('GET', '/v1/pets');
+          assert.equal(res.status, 200, res.text);
+          assert.equal(fields(res).limit, null);
+        }
+        assert.equal(await counterValue(server, 'petstore_rate_limit_fail_open_total'), 3);
+        // Logged at warn once for the outage, not once per request.
+        const warnings = lines.map((line) => JSON.parse(line)).filter((entry) => entry.level === 40);
+        assert.deepEqual(
+          warnings.map((entry) => entry.msg),
+          ['rate limiter unavailable: requests pass unlimited'],
+        );
+      } finally {
+        await server.close();
+      }
+    });
+
+    test('when the Redis in use stops, then the service keeps serving, and limits again once Redis is back', async () => {
+      const port = await freePort();
+      const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
+      const startRedis = async (): Promise<ChildProcess> => {
+        const child = spawn('redis-server', args, { stdio: 'ignore' });
+        await reachable(port);
+        return child;
+      };
+      let redis = await startRedis();
+      const key = newKey();
+      const server = await startTestServer({
+        backend,
+        env: {
+          ...NO_REFILL,
+          RATE_LIMIT_BURST: '1',
+          REDIS_URL: `redis://127.0.0.1:${port}`,
+          PETSTORE_API_KEYS: key,
+        },
+      });
+      try {
+        assert.equal((await server.request('GET', '/v1/pets', { key })).status, 200);
+        assert.equal((await server.request('GET', '/v1/pets', { key })).status, 429);
+
+        await new Promise((resolve) => {
+          redis.once('exit', resolve);
+          redis.kill('SIGKILL');
+        });
+        for (let i = 0; i < 3; i++) {
+          const res = await server.request('GET', '/v1/pets', { key });
+          assert.equal(res.status, 200, 'fails open while Redis is away');
+        }
+        assert.ok((await counterValue(server, 'petstore_rate_limit_fail_open_total')) >= 3);
+
+        // A new, empty Redis: the client reconnects by itself and limiting resumes (bounded wait).
+        redis = await startRedis();
+        const statuses: number[] = [];
+        for (let attempt = 0; attempt < 100 && !statuses.includes(429); attempt++) {
+          statuses.push((await server.request('GET', '/v1/pets', { key })).status);
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+        assert.ok(statuses.includes(429), 'limits again once Redis is back');
+      } finally {
+        await server.close();
+        redis.kill('SIGKILL');
+      }
+    });
+  });
+}

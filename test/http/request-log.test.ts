@@ -1,0 +1,61 @@
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { after, before, describe, test } from 'node:test';
+import pino from 'pino';
+import { sqlite } from '../support/backends.js';
+import { startTestServer, type TestServer } from '../support/test-server.js';
+
+describe('log lines and request ids', () => {
+  let server: TestServer;
+  const lines: Record<string, unknown>[] = [];
+  before(async () => {
+    const sink = new Writable({
+      write(chunk, _encoding, done) {
+        for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
+        done();
+      },
+    });
+    server = await startTestServer({ backend: sqlite, logger: pino({ level: 'debug' }, sink) });
+  });
+  after(() => server.close());
+
+  test('when a request carries an X-Request-Id, then every log line of that request has it as requestId', async () => {
+    const first = lines.length;
+    const ok = await server.request('GET', '/v1/pets', { headers: { 'x-request-id': 'trace-ok-1' } });
+    const failed = await server.request('POST', '/v1/pets', {
+      body: '{"name":',
+      headers: { 'x-request-id': 'trace-bad-2' },
+    });
+    assert.equal(ok.status, 200);
+    assert.equal(failed.status, 400);
+
+    const okLines = lines.slice(first).filter((line) => line.requestId === 'trace-ok-1');
+    const badLines = lines.slice(first).filter((line) => line.requestId === 'trace-bad-2');
+    assert.deepEqual(
+      okLines.map((line) => [line.msg, line.method, line.url, line.statusCode]),
+      [['request', 'GET', '/v1/pets', 200]],
+    );
+    assert.ok(badLines.length >= 1);
+    assert.ok(badLines.every((line) => line.requestId === 'trace-bad-2'));
+    assert.ok(badLines.some((line) => line.statusCode === 400));
+    // No line of these requests lacks its id.
+    const ids = new Set(
+      lines
+        .slice(first)
+        .filter((line) => 'url' in line)
+        .map((line) => line.requestId),
+    );
+    assert.deepEqual([...ids].sort(), ['trace-bad-2', 'trace-ok-1']);
+  });
+
+  test('when an id is generated, then the log line carries the same id as the X-Request-Id header', async () => {
+    const first = lines.length;
+    const res = await server.request('GET', '/v1/pets?limit=1');
+    const id = res.headers.get('x-request-id');
+    assert.ok(id);
+    const mine = lines.slice(first).filter((line) => line.url === '/v1/pets?limit=1');
+    assert.equal(mine.length, 1);
+    assert.equal(mine[0]?.requestId, id);
+    assert.ok(!JSON.stringify(mine).includes('authorization'), 'no header is logged');
+  });
+});

@@ -1,0 +1,65 @@
+import Database from 'better-sqlite3';
+import pg from 'pg';
+
+/**
+ * Reads a test database directly, past the service and its storage adapter: what is really on disk.
+ * `url` is a DATABASE_URL as the backends in backends.ts make them (sqlite:<file>, or postgres://… with
+ * the test's own schema on its search_path).
+ */
+export async function queryDatabase<T = Record<string, unknown>>(url: string, sql: string): Promise<T[]> {
+  if (url.startsWith('sqlite:')) {
+    const db = new Database(url.slice('sqlite:'.length), { readonly: true, fileMustExist: true });
+    try {
+      return db.prepare(sql).all() as T[];
+    } finally {
+      db.close();
+    }
+  }
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+  await client.connect();
+  try {
+    return (await client.query(sql)).rows as T[];
+  } finally {
+    await client.end();
+  }
+}
+
+/** The names of the tables of the service's schema, sorted. */
+export async function tableNames(url: string): Promise<string[]> {
+  const rows = url.startsWith('sqlite:')
+    ? await queryDatabase<{ name: string }>(
+        url,
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+      )
+    : await queryDatabase<{ name: string }>(
+        url,
+        'SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name',
+      );
+  return rows.map((row) => row.name);
+}
+
+/** Every pet row as stored, in id order, with int64 columns as decimal text (exact on both backends). */
+export async function storedPets(
+  url: string,
+): Promise<{ id: string; name: string; categoryId: string; status: string }[]> {
+  const sql = url.startsWith('sqlite:')
+    ? 'SELECT CAST(id AS TEXT) AS id, name, CAST(category_id AS TEXT) AS "categoryId", status FROM pets ORDER BY pets.id'
+    : 'SELECT id::text AS id, name, category_id::text AS "categoryId", status FROM pets ORDER BY pets.id';
+  return queryDatabase(url, sql);
+}
+
+/**
+ * "ok" when the pets table is sound: SQLite's own PRAGMA integrity_check; on PostgreSQL, the table
+ * answers a full scan and an index scan alike, with every id distinct.
+ */
+export async function integrityCheck(url: string): Promise<string> {
+  if (url.startsWith('sqlite:')) {
+    const rows = await queryDatabase<{ integrity_check: string }>(url, 'PRAGMA integrity_check');
+    return rows.map((row) => row.integrity_check).join('; ');
+  }
+  const [row] = await queryDatabase<{ rows: string; ids: string }>(
+    url,
+    'SELECT count(*) AS rows, count(DISTINCT id) AS ids FROM pets',
+  );
+  return row && row.rows === row.ids ? 'ok' : `pets: ${row?.rows} rows but ${row?.ids} distinct ids`;
+}
