@@ -4,6 +4,7 @@ import { connect, type Socket } from 'node:net';
 import { after, describe, type TestContext, test } from 'node:test';
 import { isDeepStrictEqual } from 'node:util';
 import Database from 'better-sqlite3';
+import { describeConfig } from '../../src/config/config.js';
 import {
   type CliResult,
   jsonLines,
@@ -281,16 +282,7 @@ describe('petstore help', { concurrency: 4 }, () => {
     const result = await runCli(['serve', '--help']);
     assert.equal(result.code, 0, result.stderr);
     const variables = helpSection(result.stdout, 'Environment variables:');
-    for (const name of [
-      'HOST',
-      'PORT',
-      'DATABASE_URL',
-      'PETSTORE_API_KEYS',
-      'PUBLIC_BASE_URL',
-      'STAGING_BASE_URL',
-      'LOG_LEVEL',
-      'BODY_LIMIT',
-    ]) {
+    for (const { name } of describeConfig()) {
       assert.ok(
         variables.some((line) => new RegExp(`^\\s+${name}\\s+\\S`).test(line)),
         `${name} is not listed:\n${result.stdout}`,
@@ -485,12 +477,12 @@ describe('petstore serve', () => {
       () => /Bearer (pst_[A-Za-z0-9_-]+)/.exec(first.stderr)?.[1],
     );
     first.signal('SIGTERM');
-    assert.equal((await first.waitForExit()).code, 0);
+    assert.equal((await first.exitStatus()).code, 0);
 
     const second = await serve(t, { DATABASE_URL: db.url });
     assert.equal((await getPets(second.url, key)).status, 200);
     second.signal('SIGTERM');
-    const result = await second.waitForExit();
+    const result = await second.exitStatus();
     assert.equal(result.code, 0);
     assert.doesNotMatch(result.stderr, /pst_/);
     assert.doesNotMatch(result.stderr, /curl/);
@@ -502,7 +494,7 @@ describe('petstore serve', () => {
     const server = await serve(t, { DATABASE_URL: db.url, PETSTORE_API_KEYS: ENV_KEY });
     assert.equal((await getPets(server.url, ENV_KEY)).status, 200);
     server.signal('SIGTERM');
-    const result = await server.waitForExit();
+    const result = await server.exitStatus();
     assert.equal(result.code, 0);
     assert.doesNotMatch(result.stderr, /pst_/);
     assert.deepEqual(await listKeys(db), []);
@@ -561,7 +553,7 @@ describe('petstore serve', () => {
       status: 'available',
     });
 
-    const result = await server.waitForExit();
+    const result = await server.exitStatus();
     assert.equal(result.code, 0, server.output());
     assert.equal(result.signal, null);
     assert.ok(
@@ -595,7 +587,7 @@ describe('petstore serve', () => {
       await poll('the server to close the connection', () => (inFlight.connection.closed ? true : undefined)),
       true,
     );
-    const result = await server.waitForExit();
+    const result = await server.exitStatus();
     assert.equal(result.code, 0, server.output());
   });
 
@@ -624,7 +616,7 @@ describe('petstore serve', () => {
     } else if (second) {
       assert.equal(second.status, 200, second.body);
     }
-    assert.equal((await server.waitForExit()).code, 0, server.output());
+    assert.equal((await server.exitStatus()).code, 0, server.output());
   });
 
   test('when SIGINT arrives, then the server shuts down and exits 0', async (t) => {
@@ -632,7 +624,7 @@ describe('petstore serve', () => {
     const server = await serve(t, { DATABASE_URL: db.url, PETSTORE_API_KEYS: ENV_KEY });
     assert.equal((await fetch(`${server.url}/healthz`)).status, 200);
     server.signal('SIGINT');
-    const result = await server.waitForExit();
+    const result = await server.exitStatus();
     assert.equal(result.code, 0, server.output());
     assert.equal(result.signal, null);
     assert.ok(
@@ -684,7 +676,7 @@ describe('petstore serve', () => {
     );
 
     server.signal('SIGTERM');
-    const result = await server.waitForExit();
+    const result = await server.exitStatus();
     assert.equal(result.code, 0);
     assert.ok(jsonLines(result.stdout).length > requests.length);
     for (const secret of [createdKey, ENV_KEY, wrongKey]) {
@@ -706,7 +698,7 @@ describe('petstore serve', () => {
       await res.arrayBuffer();
     }
     server.signal('SIGTERM');
-    const result = await server.waitForExit();
+    const result = await server.exitStatus();
     assert.equal(result.code, 0);
     const lines = jsonLines(result.stdout);
     assert.ok(
@@ -746,7 +738,7 @@ describe('durability', () => {
     });
     await Promise.allSettled(concurrent);
     if (!signalled) server.signal('SIGKILL');
-    const killed = await server.waitForExit();
+    const killed = await server.exitStatus();
     assert.equal(killed.signal, 'SIGKILL');
     assert.ok(answered.length >= 15, `only ${answered.length} pets were answered 201`);
 

@@ -108,7 +108,7 @@ for (const backend of backends) {
     test('when the primary gets SIGTERM, then every worker drains and it exits 0', async () => {
       const workers = workerPids();
       serve.signal('SIGTERM');
-      const result = await serve.waitForExit();
+      const result = await serve.exitStatus();
       assert.equal(result.code, 0, serve.output());
       assert.deepEqual(workers.filter(isAlive), [], 'no worker outlives the primary');
     });

@@ -112,7 +112,7 @@ for (const backend of backends) {
           }
         });
         await Promise.all(workers);
-        const exit = await server.waitForExit();
+        const exit = await server.exitStatus();
         assert.equal(exit.signal, 'SIGKILL');
         assert.ok(acknowledged.length >= killAfter, `only ${acknowledged.length} creates were acknowledged`);
         assert.deepEqual(refused, [], 'every create before the kill was answered 201');

@@ -184,7 +184,7 @@ for (const backend of backends) {
       }
 
       server.signal('SIGTERM');
-      result = await server.waitForExit();
+      result = await server.exitStatus();
     });
     after(async () => {
       await server?.kill();

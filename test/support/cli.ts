@@ -125,7 +125,7 @@ export class CliProcess {
   }
 
   /** Waits for the process to end, failing after a deadline. */
-  async waitForExit(): Promise<CliResult> {
+  async exitStatus(): Promise<CliResult> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
@@ -159,7 +159,7 @@ export class CliProcess {
 export async function runCli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
   const cli = new CliProcess(args, env);
   try {
-    return await cli.waitForExit();
+    return await cli.exitStatus();
   } finally {
     await cli.kill();
   }
