@@ -3,7 +3,8 @@
 export interface Row {
   scenario: string;
   target: string;
-  backend: 'reference' | 'sqlite' | 'postgres';
+  /** reference: bare node:http; floor: bare Fastify; both answer fixed bytes, whatever the data size. */
+  backend: 'reference' | 'floor' | 'sqlite' | 'postgres';
   size: number;
   requestsPerSecond: number;
   p50: number;
@@ -51,7 +52,7 @@ export function renderReport(run: Run): string {
       );
       const ratio = reference ? row.requestsPerSecond / reference.requestsPerSecond : Number.NaN;
       lines.push(
-        `| ${row.target} | ${row.backend === 'reference' ? '–' : sizeLabel(row.size)} | ${Math.round(row.requestsPerSecond)} | ${fixed(ratio, 2)} | ${row.p50} | ${row.p99} | ${row.non2xx} | ${fixed(row.peakRssMiB, 0)} | ${fixed(row.cpuMicrosPerRequest, 0)} |`,
+        `| ${row.target} | ${row.backend === 'reference' || row.backend === 'floor' ? '–' : sizeLabel(row.size)} | ${Math.round(row.requestsPerSecond)} | ${fixed(ratio, 2)} | ${row.p50} | ${row.p99} | ${row.non2xx} | ${fixed(row.peakRssMiB, 0)} | ${fixed(row.cpuMicrosPerRequest, 0)} |`,
       );
     }
     lines.push('');
@@ -66,7 +67,9 @@ export function renderReport(run: Run): string {
     );
     lines.push('| --- | --- | ---: | ---: | ---: | ---: |');
     for (const scenario of scenarios) {
-      for (const target of new Set(run.rows.filter((r) => r.backend !== 'reference').map((r) => r.target))) {
+      for (const target of new Set(
+        run.rows.filter((r) => r.backend !== 'reference' && r.backend !== 'floor').map((r) => r.target),
+      )) {
         const ratioAt = (size: number) => {
           const row = run.rows.find((r) => r.scenario === scenario && r.target === target && r.size === size);
           const ref = run.rows.find(

@@ -98,7 +98,7 @@ function runToEnd(command: string, argv: string[], env: NodeJS.ProcessEnv): stri
 
 interface Target {
   name: string;
-  backend: 'reference' | 'sqlite' | 'postgres';
+  backend: Row['backend'];
   size: number;
   url: string;
   child: ChildProcess;
@@ -301,11 +301,16 @@ async function main(): Promise<void> {
   if (backends.includes('postgres') && !(await postgresReachable()))
     backends.splice(backends.indexOf('postgres'), 1);
 
-  const referencePort = await freePort();
-  const reference = spawn(process.execPath, [...TSX, 'bench/reference-server.ts', String(referencePort)], {
-    cwd: ROOT,
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  const startBaseline = async (script: string) => {
+    const port = await freePort();
+    const child = spawn(process.execPath, [...TSX, script, String(port)], {
+      cwd: ROOT,
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    return { url: `http://127.0.0.1:${port}`, child };
+  };
+  const reference = await startBaseline('bench/reference-server.ts');
+  const floor = await startBaseline('bench/fastify-floor.ts');
   const rows: Row[] = [];
   const bareQueries: Record<string, Record<string, number>> = {};
   try {
@@ -313,16 +318,21 @@ async function main(): Promise<void> {
       const databases: Database[] = [];
       const targets: Target[] = [];
       try {
-        const referenceTarget: Target = {
-          name: 'reference (node:http)',
-          backend: 'reference',
-          size,
-          url: `http://127.0.0.1:${referencePort}`,
-          child: reference,
-          dataset: { size, deepPages: ['/v1/pets?limit=20&cursor=x'] },
-        };
-        await waitUntilUp(referenceTarget.url, reference);
-        targets.push(referenceTarget);
+        const fixedBytes = { size, deepPages: ['/v1/pets?limit=20&cursor=x'] };
+        for (const [baseline, name, backend] of [
+          [reference, 'reference (node:http)', 'reference'],
+          [floor, 'fastify floor (fixed bytes)', 'floor'],
+        ] as const) {
+          await waitUntilUp(baseline.url, baseline.child);
+          targets.push({
+            name,
+            backend,
+            size,
+            url: baseline.url,
+            child: baseline.child,
+            dataset: fixedBytes,
+          });
+        }
         for (const backend of backends) {
           const database = await newDatabase(backend);
           databases.push(database);
@@ -352,12 +362,14 @@ async function main(): Promise<void> {
           }
         }
       } finally {
-        for (const target of targets) if (target.backend !== 'reference') await stop(target.child);
+        for (const target of targets)
+          if (target.backend !== 'reference' && target.backend !== 'floor') await stop(target.child);
         for (const database of databases) await database.drop();
       }
     }
   } finally {
-    await stop(reference);
+    await stop(reference.child);
+    await stop(floor.child);
   }
 
   const machine = {

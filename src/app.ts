@@ -29,7 +29,6 @@ import { ErrorBody } from './http/schemas/error.js';
 import { PET_SCHEMAS } from './http/schemas/pet.js';
 import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
-import { RedisBuckets } from './rate-limit/redis-buckets.js';
 import type { Storage } from './storage/storage.js';
 
 export interface AppOptions {
@@ -79,11 +78,13 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
   await registerCors(app, config.corsOrigins);
   await registerDocs(app);
 
-  app.addHook('onRequest', async (request, reply) => {
+  // Hooks on the request path take a callback rather than being async: no promise per request per hook.
+  app.addHook('onRequest', (request, reply, done) => {
     setCommonHeaders(reply);
     // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own refusal would be an empty 400.
     if (request.headers.host === undefined)
-      throw new ApiError('invalid_request', 'a Host header is required');
+      done(new ApiError('invalid_request', 'a Host header is required'));
+    else done();
   });
 
   const metrics = new ServiceMetrics(storage);
@@ -115,11 +116,16 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
 /** Where rate-limit buckets live (Redis when REDIS_URL is set), or undefined when limiting is off. */
 async function openTokenBuckets(config: Config, app: FastifyInstance): Promise<TokenBuckets | undefined> {
   if (config.rateLimit.perSecond === 0) return undefined;
-  const buckets = config.redisUrl
-    ? await RedisBuckets.connect(config.redisUrl, (error) =>
-        app.log.debug({ err: error }, 'redis connection error'),
-      )
-    : new MemoryBuckets();
+  let buckets: TokenBuckets;
+  if (config.redisUrl) {
+    // Loaded only when used: ioredis would add about 20 MiB to every process that does not use it.
+    const { RedisBuckets } = await import('./rate-limit/redis-buckets.js');
+    buckets = await RedisBuckets.connect(config.redisUrl, (error) =>
+      app.log.debug({ err: error }, 'redis connection error'),
+    );
+  } else {
+    buckets = new MemoryBuckets();
+  }
   app.addHook('onClose', () => buckets.close());
   return buckets;
 }

@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, type KeyObject, timingSafeEqual } from 'node:crypto';
 import { InvalidCursorError } from './errors.js';
 import type { PetStatus } from './pet.js';
 
@@ -17,10 +17,11 @@ const TAG_BYTES = 16;
  * in the database), so a cursor issued by one node is good on any other.
  */
 export class CursorCodec {
-  readonly #secret: Buffer;
+  // A KeyObject, imported once: HMAC with a raw Buffer imports the key again on every call.
+  readonly #secret: KeyObject;
 
   constructor(secret: Buffer) {
-    this.#secret = secret;
+    this.#secret = createSecretKey(secret);
   }
 
   encode(position: CursorPosition): string {

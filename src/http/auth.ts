@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { ApiKeyVerifier } from '../domain/api-keys.js';
 import { ApiError } from './errors.js';
 import { isRepeated } from './request-head.js';
@@ -31,14 +31,20 @@ function unauthorized(tokenSent: boolean): ApiError {
  */
 export function requireApiKey(app: FastifyInstance, verifier: ApiKeyVerifier): void {
   app.decorateRequest('apiKeyHash', '');
-  app.addHook('onRequest', async (request: FastifyRequest) => {
+  app.addHook('onRequest', (request, _reply, done) => {
     const header = request.headers.authorization;
-    if (header === undefined) throw unauthorized(false);
-    if (isRepeated(request.raw.rawHeaders, 'authorization')) throw unauthorized(true);
+    if (header === undefined) return done(unauthorized(false));
+    if (isRepeated(request.raw.rawHeaders, 'authorization')) return done(unauthorized(true));
     const match = BEARER.exec(header);
-    if (!match) throw unauthorized(BEARER_SCHEME.test(header));
-    const apiKeyHash = await verifier.authenticate(match[1] as string);
-    if (apiKeyHash === undefined) throw unauthorized(true);
-    request.apiKeyHash = apiKeyHash;
+    if (!match) return done(unauthorized(BEARER_SCHEME.test(header)));
+    const admit = (apiKeyHash: string | undefined) => {
+      if (apiKeyHash === undefined) return done(unauthorized(true));
+      request.apiKeyHash = apiKeyHash;
+      done();
+    };
+    // A callback hook, and a promise only when the key must be looked up: see authenticate.
+    const verdict = verifier.authenticate(match[1] as string);
+    if (verdict instanceof Promise) verdict.then(admit, done);
+    else admit(verdict);
   });
 }

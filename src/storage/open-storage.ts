@@ -1,17 +1,20 @@
 import type { Config } from '../config/config.js';
-import { PostgresStorage } from './postgres/postgres-storage.js';
-import { SqliteStorage } from './sqlite/sqlite-storage.js';
 import type { Storage } from './storage.js';
 
-/** Picks the adapter from DATABASE_URL: `sqlite:<path>`, `sqlite::memory:` or `postgres://…`. */
+/**
+ * Picks the adapter from DATABASE_URL: `sqlite:<path>`, `sqlite::memory:` or `postgres://…`. Each
+ * adapter is loaded only when chosen: a process on SQLite never loads pg (about 10 MiB resident).
+ */
 export async function openStorage({
   databaseUrl,
   databasePoolSize,
 }: Pick<Config, 'databaseUrl' | 'databasePoolSize'>): Promise<Storage> {
   if (databaseUrl.startsWith('sqlite:')) {
+    const { SqliteStorage } = await import('./sqlite/sqlite-storage.js');
     return new SqliteStorage(databaseUrl.slice('sqlite:'.length));
   }
   if (/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    const { PostgresStorage } = await import('./postgres/postgres-storage.js');
     return PostgresStorage.open(databaseUrl, { poolSize: databasePoolSize });
   }
   throw new Error(

@@ -141,11 +141,7 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
     },
   );
 
-  const deprecationHeaders = {
-    Deprecation: DEPRECATION,
-    Sunset: SUNSET,
-    Link: linkHeader(links.listPetsDocs(), 'deprecation', 'text/html'),
-  };
+  const deprecationLink = linkHeader(links.listPetsDocs(), 'deprecation', 'text/html');
   const documentedDeprecationHeaders = {
     Deprecation: Type.String({
       description: `RFC 9745: deprecated since ${GET_PET_DEPRECATED_AT.toISOString()}.`,
@@ -183,13 +179,16 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
         },
       },
       // Past the sunset the operation is gone, whatever petId says: checked before validation.
-      preValidation: async () => {
-        if (isRetired(now())) throw new ApiError('gone', `getPet was removed on ${SUNSET}; use GET /v1/pets`);
-      },
+      preValidation: (_request, _reply, done) =>
+        done(
+          isRetired(now())
+            ? new ApiError('gone', `getPet was removed on ${SUNSET}; use GET /v1/pets`)
+            : undefined,
+        ),
       // onSend, not onRequest: it also runs for responses that hooks before this route produce (401).
-      onSend: async (_request, reply, payload) => {
-        reply.headers(deprecationHeaders);
-        return payload;
+      onSend: (_request, reply, payload, done) => {
+        reply.header('Deprecation', DEPRECATION).header('Sunset', SUNSET).header('Link', deprecationLink);
+        done(null, payload);
       },
     },
     async (request) => {

@@ -74,13 +74,15 @@ function migrate(db: Database.Database): void {
 
 /** A pets row as a raw statement returns it: id, name, category_id, status. */
 type PetTuple = [bigint, string, bigint, PetStatus];
+type PageStatement = Database.Statement<[bigint], PetTuple>;
+type PageByStatusStatement = Database.Statement<[PetStatus, bigint], PetTuple>;
 
 class SqlitePetStore implements PetStore {
   readonly #db: Database.Database;
   readonly #insert: Database.Statement<[string, bigint, PetStatus], { id: bigint }>;
   readonly #byId: Database.Statement<[bigint], PetRow>;
-  readonly #page: Database.Statement<[bigint, number], PetTuple>;
-  readonly #pageByStatus: Database.Statement<[PetStatus, bigint, number], PetTuple>;
+  /** Page statements by LIMIT: [unfiltered, by status]. */
+  readonly #pages = new Map<number, [PageStatement, PageByStatusStatement]>();
   readonly #insertMany: (pets: readonly PetRecordInput[]) => Pet[];
   readonly #creates: CreateBatcher<PetRecordInput, Pet>;
 
@@ -95,20 +97,6 @@ class SqlitePetStore implements PetStore {
     this.#byId = db
       .prepare<[bigint], PetRow>('SELECT id, name, category_id, status FROM pets WHERE id = ?')
       .safeIntegers(true);
-    // Pages come back as arrays (raw), not objects: 21 rows took 76 µs instead of 128 µs on the
-    // benchmark machine, a seventh of a list request's CPU.
-    this.#page = db
-      .prepare<[bigint, number], PetTuple>(
-        'SELECT id, name, category_id, status FROM pets WHERE id > ? ORDER BY id LIMIT ?',
-      )
-      .safeIntegers(true)
-      .raw(true);
-    this.#pageByStatus = db
-      .prepare<[PetStatus, bigint, number], PetTuple>(
-        'SELECT id, name, category_id, status FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?',
-      )
-      .safeIntegers(true)
-      .raw(true);
     this.#insertMany = db.transaction((pets: readonly PetRecordInput[]) =>
       pets.map((pet) => ({
         id: (this.#insert.get(pet.name, pet.categoryId, pet.status) as { id: bigint }).id,
@@ -117,6 +105,29 @@ class SqlitePetStore implements PetStore {
     );
     // better-sqlite3 commits synchronously, so the batch is whatever was queued in one event-loop turn.
     this.#creates = new CreateBatcher((pets) => this.#insertMany(pets));
+  }
+
+  /**
+   * The page statements for this many rows, prepared on first use. The LIMIT is written into the SQL
+   * rather than bound: a bound LIMIT made each page query 4 µs slower (a quarter of reading 21 rows).
+   * Pages come back as arrays (raw), not objects: 21 rows took 76 µs instead of 128 µs on the
+   * benchmark machine.
+   */
+  #pageStatements(limit: number): [PageStatement, PageByStatusStatement] {
+    let statements = this.#pages.get(limit);
+    if (statements) return statements;
+    if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`invalid page size: ${limit}`);
+    const select = (where: string) =>
+      this.#db
+        .prepare(`SELECT id, name, category_id, status FROM pets WHERE ${where} ORDER BY id LIMIT ${limit}`)
+        .safeIntegers(true)
+        .raw(true);
+    statements = [
+      select('id > ?') as PageStatement,
+      select('status = ? AND id > ?') as PageByStatusStatement,
+    ];
+    this.#pages.set(limit, statements);
+    return statements;
   }
 
   create(pet: PetRecordInput): Promise<Pet> {
@@ -138,9 +149,8 @@ class SqlitePetStore implements PetStore {
   }
 
   async list(query: PetListQuery): Promise<Pet[]> {
-    const rows = query.status
-      ? this.#pageByStatus.all(query.status, query.afterId, query.limit)
-      : this.#page.all(query.afterId, query.limit);
+    const [page, pageByStatus] = this.#pageStatements(query.limit);
+    const rows = query.status ? pageByStatus.all(query.status, query.afterId) : page.all(query.afterId);
     return rows.map(([id, name, categoryId, status]) => ({ id, name, categoryId, status }));
   }
 
