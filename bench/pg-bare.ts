@@ -1,11 +1,11 @@
 /**
- * The bare-query figure for PostgreSQL: the service's own `get` and `list` SQL through the same driver
+ * The bare-query figure for PostgreSQL: the service's own `get` and `list` statements through the same driver
  * and pool (newPool, DATABASE_POOL_SIZE connections), from `connections` concurrent loops, with no HTTP.
  * What the service reaches on PostgreSQL is compared with this. Prints {get, list} in queries/s.
  *
  *   tsx bench/pg-bare.ts '{"url":"postgres://…","poolSize":10,"connections":32,"seconds":10,"size":10000}'
  */
-import { newPool } from '../src/storage/postgres/postgres-storage.js';
+import { newPool, PET_READS } from '../src/storage/postgres/postgres-storage.js';
 
 interface BareSpec {
   url: string;
@@ -18,12 +18,8 @@ interface BareSpec {
 const spec = JSON.parse(process.argv[2] as string) as BareSpec;
 const pool = newPool(spec.url, { poolSize: spec.poolSize });
 const QUERIES = {
-  get: () =>
-    pool.query('SELECT id, name, category_id, status FROM pets WHERE id = $1', [
-      BigInt(1 + Math.floor(Math.random() * spec.size)),
-    ]),
-  list: () =>
-    pool.query('SELECT id, name, category_id, status FROM pets WHERE id > $1 ORDER BY id LIMIT $2', [0n, 21]),
+  get: () => pool.query(PET_READS.byId(BigInt(1 + Math.floor(Math.random() * spec.size)))),
+  list: () => pool.query(PET_READS.page(0n, 21)),
 };
 
 const perSecond: Record<string, number> = {};

@@ -33,6 +33,7 @@ export function seedCommand(): Command {
             added === total,
           );
         }
+        await storage.analyze();
       });
     });
 }

@@ -66,6 +66,7 @@ export class ServiceMetrics {
       idempotency: countFailures(storage.idempotency, 'idempotency', this.storageErrors),
       sharedSecret: (name) => storage.sharedSecret(name),
       ping: () => storage.ping(),
+      analyze: () => storage.analyze(),
       close: () => storage.close(),
     };
   }

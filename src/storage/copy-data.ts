@@ -41,6 +41,7 @@ export async function copyData(from: Storage, to: Storage, options: CopyOptions)
     petProgress.read += batch.length;
     onProgress({ ...petProgress });
   }
+  await to.analyze();
 }
 
 /** Every pet in id order, a keyset page at a time: memory stays flat however many there are. */

@@ -14,6 +14,11 @@ export interface Storage {
   poolStats?(): PoolStats;
   /** Resolves when the database answers a query; for readiness probes. */
   ping(): Promise<void>;
+  /**
+   * Refreshes the query planner's statistics; for after a bulk load (seed, migrate-data), so the first
+   * queries after it are planned for the data that is there rather than for an empty table.
+   */
+  analyze(): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -63,3 +63,21 @@ export async function integrityCheck(url: string): Promise<string> {
   );
   return row && row.rows === row.ids ? 'ok' : `pets: ${row?.rows} rows but ${row?.ids} distinct ids`;
 }
+
+/** How many pets the query planner's statistics count: 0 while the table was never analysed. */
+export async function plannedPetRows(url: string): Promise<number> {
+  if (url.startsWith('sqlite:')) {
+    const [table] = await queryDatabase(url, "SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat1'");
+    if (!table) return 0;
+    const [row] = await queryDatabase<{ stat: string }>(
+      url,
+      "SELECT stat FROM sqlite_stat1 WHERE tbl = 'pets' LIMIT 1",
+    );
+    return row ? Number(row.stat.split(' ')[0]) : 0;
+  }
+  const [row] = await queryDatabase<{ rows: string }>(
+    url,
+    "SELECT reltuples::bigint::text AS rows FROM pg_class WHERE oid = 'pets'::regclass",
+  );
+  return Math.max(0, Number(row?.rows ?? 0));
+}

@@ -102,6 +102,11 @@ export class PostgresStorage implements Storage {
     await this.#pool.query('SELECT 1');
   }
 
+  async analyze(): Promise<void> {
+    // Autovacuum would get there too, but only a minute or more after a bulk load.
+    await this.#pool.query('ANALYZE pets, api_keys');
+  }
+
   async close(): Promise<void> {
     await this.pets.settled();
     if (!this.#pool.ended) await this.#pool.end();
@@ -109,6 +114,33 @@ export class PostgresStorage implements Storage {
 }
 
 const PET_COLUMNS = 'id, name, category_id, status';
+
+/**
+ * The hot reads as named statements: each pooled connection has PostgreSQL parse and plan them once,
+ * then only binds and executes them, instead of parsing and planning every call. (The benchmark's
+ * bare-query figure runs these same statements.)
+ */
+export const PET_READS = {
+  byId: (id: bigint): pg.QueryConfig<[bigint]> => ({
+    name: 'pet_by_id',
+    text: `SELECT ${PET_COLUMNS} FROM pets WHERE id = $1`,
+    values: [id],
+  }),
+  page: (afterId: bigint, limit: number): pg.QueryConfig<[bigint, number]> => ({
+    name: 'pets_page',
+    text: `SELECT ${PET_COLUMNS} FROM pets WHERE id > $1 ORDER BY id LIMIT $2`,
+    values: [afterId, limit],
+  }),
+  pageByStatus: (
+    status: string,
+    afterId: bigint,
+    limit: number,
+  ): pg.QueryConfig<[string, bigint, number]> => ({
+    name: 'pets_page_by_status',
+    text: `SELECT ${PET_COLUMNS} FROM pets WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3`,
+    values: [status, afterId, limit],
+  }),
+};
 
 class PostgresPetStore implements PetStore {
   readonly #pool: pg.Pool;
@@ -132,32 +164,27 @@ class PostgresPetStore implements PetStore {
     if (pets.length === 0) return [];
     // One statement, one commit. WITH ORDINALITY + ORDER BY fixes the insertion order, which is the
     // order the ids are drawn from the sequence and the order RETURNING reports them in.
-    const { rows } = await this.#pool.query<{ id: bigint }>(
-      `INSERT INTO pets (name, category_id, status)
+    const { rows } = await this.#pool.query<{ id: bigint }>({
+      name: 'pets_insert', // one text whatever the batch size, so it too is prepared once
+      text: `INSERT INTO pets (name, category_id, status)
        SELECT name, category_id, status
        FROM unnest($1::text[], $2::bigint[], $3::text[]) WITH ORDINALITY AS p(name, category_id, status, n)
        ORDER BY n
        RETURNING id`,
-      [pets.map((p) => p.name), pets.map((p) => p.categoryId), pets.map((p) => p.status)],
-    );
+      values: [pets.map((p) => p.name), pets.map((p) => p.categoryId), pets.map((p) => p.status)],
+    });
     return rows.map((row, i) => ({ id: row.id, ...(pets[i] as PetRecordInput) }));
   }
 
   async findById(id: bigint): Promise<Pet | undefined> {
-    const { rows } = await this.#pool.query<PetRow>(`SELECT ${PET_COLUMNS} FROM pets WHERE id = $1`, [id]);
+    const { rows } = await this.#pool.query<PetRow>(PET_READS.byId(id));
     return rows[0] && toPet(rows[0]);
   }
 
-  async list(query: PetListQuery): Promise<Pet[]> {
-    const { rows } = query.status
-      ? await this.#pool.query<PetRow>(
-          `SELECT ${PET_COLUMNS} FROM pets WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3`,
-          [query.status, query.afterId, query.limit],
-        )
-      : await this.#pool.query<PetRow>(`SELECT ${PET_COLUMNS} FROM pets WHERE id > $1 ORDER BY id LIMIT $2`, [
-          query.afterId,
-          query.limit,
-        ]);
+  async list({ status, afterId, limit }: PetListQuery): Promise<Pet[]> {
+    const { rows } = await this.#pool.query<PetRow>(
+      status ? PET_READS.pageByStatus(status, afterId, limit) : PET_READS.page(afterId, limit),
+    );
     return rows.map(toPet);
   }
 
@@ -262,10 +289,11 @@ class PostgresApiKeyStore implements ApiKeyStore {
     const now = Date.now();
     const cached = this.#active.get(hash);
     if (cached && cached.until > now) return cached.key;
-    const { rows } = await this.#pool.query<ApiKeyRow>(
-      `SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE hash = $1 AND revoked_at IS NULL`,
-      [hash],
-    );
+    const { rows } = await this.#pool.query<ApiKeyRow>({
+      name: 'active_api_key_by_hash',
+      text: `SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE hash = $1 AND revoked_at IS NULL`,
+      values: [hash],
+    });
     const key = rows[0] && toApiKey(rows[0]);
     if (key) {
       if (this.#active.size >= ACTIVE_KEY_CACHE_LIMIT) this.#active.clear();
