@@ -15,8 +15,9 @@ export interface Storage {
   /** Resolves when the database answers a query; for readiness probes. */
   ping(): Promise<void>;
   /**
-   * Refreshes the query planner's statistics; for after a bulk load (seed, migrate-data), so the first
-   * queries after it are planned for the data that is there rather than for an empty table.
+   * After a bulk load (seed, migrate-data): refreshes the query planner's statistics where the planner
+   * needs them (PostgreSQL), so the first queries are planned for the data that is there rather than
+   * for an empty table.
    */
   analyze(): Promise<void>;
   close(): Promise<void>;

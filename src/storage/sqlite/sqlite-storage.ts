@@ -54,10 +54,12 @@ export class SqliteStorage implements Storage {
     this.#db.prepare('SELECT 1').get();
   }
 
-  async analyze(): Promise<void> {
-    // SQLite's own advice after large changes: it analyses only where statistics would help a plan.
-    this.#db.pragma('optimize = 0x10002');
-  }
+  /**
+   * Deliberately nothing. SQLite already plans these queries on the right indexes without statistics,
+   * and with them (ANALYZE writes STAT4 samples) it re-plans a statement whenever a value bound to an
+   * indexed column changes: a status page then cost 158 µs of CPU instead of 115 in the benchmark.
+   */
+  async analyze(): Promise<void> {}
 
   async close(): Promise<void> {
     await this.pets.settled();
