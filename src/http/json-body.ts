@@ -46,10 +46,11 @@ export function parseJsonBody(body: Buffer): unknown {
 export function installJsonBodyParser(app: FastifyInstance, bodyLimit: number): void {
   app.removeAllContentTypeParsers();
   // preParsing: after every onRequest hook, authentication included.
-  app.addHook('preParsing', async (request) => {
+  // A callback, not an async function: it runs for every request, bodiless ones included.
+  app.addHook('preParsing', (request, _reply, payload, done) => {
     if (request.headers['content-type'] !== undefined && isRepeated(request.raw.rawHeaders, 'content-type')) {
-      throw new ApiError('unsupported_media_type', 'send exactly one Content-Type header');
-    }
+      done(new ApiError('unsupported_media_type', 'send exactly one Content-Type header'));
+    } else done(null, payload);
   });
   app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
     try {
