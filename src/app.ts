@@ -27,6 +27,7 @@ import { petRoutes } from './http/routes/pets.js';
 import { installRouteFallbacks } from './http/routing.js';
 import { ErrorBody } from './http/schemas/error.js';
 import { PET_SCHEMAS } from './http/schemas/pet.js';
+import { StorageOutage } from './http/storage-outage.js';
 import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
 import type { Storage } from './storage/storage.js';
@@ -89,7 +90,7 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
 
   const metrics = new ServiceMetrics(storage);
   registerMetrics(app, metrics);
-  const store = metrics.instrument(storage);
+  const store = metrics.instrument(storage, new StorageOutage(app.log));
   const links = new Links(config.publicBaseUrl);
   const catalog = new PetCatalog(store.pets, new CursorCodec(await store.sharedSecret('cursor')));
   const verifier = new ApiKeyVerifier(store.apiKeys, config.apiKeys);

@@ -28,6 +28,13 @@ const EnvSchema = Type.Object({
     default: 10,
     description: 'PostgreSQL connections per process; keep nodes × workers × this under max_connections.',
   }),
+  DATABASE_TIMEOUT_MS: Type.Integer({
+    minimum: 100,
+    maximum: 600_000,
+    default: 5_000,
+    description:
+      'Longest wait for the database: for a connection, a statement, a lock. Past it the request gets 503 unavailable with Retry-After.',
+  }),
   PETSTORE_API_KEYS: Type.String({
     default: '',
     pattern: '^(\\s*[^,\\s]{16,}\\s*(,\\s*[^,\\s]{16,}\\s*)*)?$',
@@ -116,6 +123,7 @@ export interface Config {
   port: number;
   databaseUrl: string;
   databasePoolSize: number;
+  databaseTimeoutMs: number;
   apiKeys: string[];
   publicBaseUrl: string | undefined;
   stagingBaseUrl: string | undefined;
@@ -154,6 +162,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     port: parsed.PORT,
     databaseUrl: parsed.DATABASE_URL,
     databasePoolSize: parsed.DATABASE_POOL_SIZE,
+    databaseTimeoutMs: parsed.DATABASE_TIMEOUT_MS,
     apiKeys: list(parsed.PETSTORE_API_KEYS),
     publicBaseUrl: parsed.PUBLIC_BASE_URL?.replace(/\/$/, ''),
     stagingBaseUrl: parsed.STAGING_BASE_URL?.replace(/\/$/, ''),

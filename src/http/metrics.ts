@@ -1,8 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { Type } from 'typebox';
+import { StorageUnavailableError } from '../domain/errors.js';
+import { interceptErrors } from '../storage/intercept-errors.js';
 import type { Storage } from '../storage/storage.js';
 import { response } from './schemas/responses.js';
+import type { StorageOutage } from './storage-outage.js';
 
 const LABELS = ['method', 'route', 'status'] as const;
 type Label = (typeof LABELS)[number];
@@ -58,47 +61,30 @@ export class ServiceMetrics {
     }
   }
 
-  /** The same storage, with every failed operation counted. */
-  instrument(storage: Storage): Storage {
+  /** The same storage, with every failed operation counted, and outages told to `outage`. */
+  instrument(storage: Storage, outage: StorageOutage): Storage {
+    const watch = <T extends object>(target: T, area: string) =>
+      interceptErrors(
+        target,
+        (error, method) => {
+          this.storageErrors.inc({ operation: `${area}.${method}` });
+          if (error instanceof StorageUnavailableError) outage.failed(error);
+          throw error;
+        },
+        () => {
+          if (outage.active) outage.recovered();
+        },
+      );
     return {
-      pets: countFailures(storage.pets, 'pets', this.storageErrors),
-      apiKeys: countFailures(storage.apiKeys, 'apiKeys', this.storageErrors),
-      idempotency: countFailures(storage.idempotency, 'idempotency', this.storageErrors),
+      pets: watch(storage.pets, 'pets'),
+      apiKeys: watch(storage.apiKeys, 'apiKeys'),
+      idempotency: watch(storage.idempotency, 'idempotency'),
       sharedSecret: (name) => storage.sharedSecret(name),
       ping: () => storage.ping(),
       analyze: () => storage.analyze(),
       close: () => storage.close(),
     };
   }
-}
-
-function countFailures<T extends object>(target: T, area: string, counter: Counter<'operation'>): T {
-  const wrappers = new Map<PropertyKey, unknown>();
-  return new Proxy(target, {
-    get(object, property) {
-      const value = Reflect.get(object, property);
-      if (typeof value !== 'function') return value;
-      let wrapper = wrappers.get(property);
-      if (!wrapper) {
-        const operation = `${area}.${String(property)}`;
-        const count = (error: unknown) => {
-          counter.inc({ operation });
-          throw error;
-        };
-        // Not an async function: that would add a promise and two turns to every storage call.
-        wrapper = (...args: unknown[]) => {
-          try {
-            const result = value.apply(object, args);
-            return result instanceof Promise ? result.catch(count) : result;
-          } catch (error) {
-            return count(error);
-          }
-        };
-        wrappers.set(property, wrapper);
-      }
-      return wrapper;
-    },
-  });
 }
 
 /** Records every response and serves GET /metrics (no key: it sits outside /v1). */

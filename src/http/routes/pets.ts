@@ -38,7 +38,9 @@ const rateLimited = errorResponse(
   },
 );
 const overloaded = errorResponse(
-  'The node is overloaded (event loop lagging or memory high); retry later',
+  'The service cannot serve now: the database is unavailable (down, not answering within its bound, full or ' +
+    'read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after ' +
+    '`Retry-After` seconds',
   ['unavailable'],
   { 'Retry-After': retryAfter },
 );
