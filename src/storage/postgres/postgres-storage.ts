@@ -52,6 +52,8 @@ const PROBE_TIMEOUT_MS = 900;
 export function newPool(url: string, { poolSize, timeoutMs }: PostgresOptions): pg.Pool {
   const pool = new pg.Pool({
     connectionString: url,
+    // How an operator tells the service's connections apart in pg_stat_activity (the URL may override).
+    application_name: 'petstore',
     max: poolSize,
     // Waiting for a free connection, or for the server to accept one, ends here.
     connectionTimeoutMillis: timeoutMs,
