@@ -27,23 +27,25 @@ export async function startServer(
   { createFirstKey = true }: StartOptions = {},
 ): Promise<RunningServer> {
   const storage = await openStorage(config);
-  const app = await buildApp({ config, storage });
-
-  await app.listen({ host: config.host, port: config.port });
-  const address = app.server.address();
-  const url = serverUrl(config.host, typeof address === 'object' && address ? address.port : config.port);
-  // Only once the service is reachable: a key created by a start that then failed would never be shown.
-  if (createFirstKey) await announceFirstKey(storage.apiKeys, config, url);
-
+  let app: FastifyInstance | undefined;
   let closing: Promise<void> | undefined;
-  return {
-    app,
-    url,
-    close: () => {
-      closing ??= app.close().then(() => storage.close());
-      return closing;
-    },
+  const close = () => {
+    closing ??= (app ? app.close() : Promise.resolve()).then(() => storage.close());
+    return closing;
   };
+  try {
+    app = await buildApp({ config, storage });
+    await app.listen({ host: config.host, port: config.port });
+    const address = app.server.address();
+    const url = serverUrl(config.host, typeof address === 'object' && address ? address.port : config.port);
+    // Only once the service is reachable: a key created by a start that then failed would never be shown.
+    if (createFirstKey) await announceFirstKey(storage.apiKeys, config, url);
+    return { app, url, close };
+  } catch (error) {
+    // Start-up completes or leaves nothing behind: never a process that serves without its handlers.
+    await close().catch(() => undefined);
+    throw error;
+  }
 }
 
 /** Where a server listening on host:port is reached, e.g. http://127.0.0.1:3000 or http://[::1]:3000. */

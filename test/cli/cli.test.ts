@@ -6,9 +6,9 @@ import { isDeepStrictEqual } from 'node:util';
 import Database from 'better-sqlite3';
 import { describeConfig } from '../../src/config/config.js';
 import {
-  type CliResult,
   jsonLines,
   killAllCliProcesses,
+  oneLineFailure,
   poll,
   runCli,
   type ServeProcess,
@@ -103,16 +103,6 @@ function helpSection(help: string, title: string): string[] {
   const lines = help.split('\n').slice(start + 1);
   const end = lines.indexOf('');
   return end < 0 ? lines : lines.slice(0, end);
-}
-
-/** Asserts a failed run: non-zero exit, nothing on stdout, exactly one line on stderr; returns the line. */
-function oneLineFailure(result: CliResult): string {
-  assert.notEqual(result.code, 0, `exit code ${result.code}`);
-  assert.notEqual(result.code, null, `killed by ${result.signal}`);
-  assert.equal(result.stdout, '');
-  const lines = result.stderr.split('\n').filter((line) => line !== '');
-  assert.equal(lines.length, 1, `stderr is not one line:\n${result.stderr}`);
-  return lines[0] as string;
 }
 
 const port = (server: ServeProcess) => Number(new URL(server.url).port);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { backends, type TestDatabase } from '../support/backends.js';
-import { CliProcess, jsonLines } from '../support/cli.js';
+import { CliProcess, jsonLines, poll } from '../support/cli.js';
 
 interface Answer {
   status: number;
@@ -94,7 +94,10 @@ for (const backend of backends) {
         [...ids].sort((a, b) => a - b),
       );
 
-      const servedBy = await serve.waitFor('request lines from both workers', () => {
+      // Workers accept connections themselves (SCHED_NONE), so which one takes a connection is the
+      // kernel's choice: concurrent connections until both have answered.
+      const servedBy = await poll('request lines from both workers', async () => {
+        await Promise.all(Array.from({ length: 10 }, () => onNewConnection(`${url}/v1/pets`, 'GET', key)));
         const pids = new Set(
           jsonLines(serve.stdout)
             .filter((line) => line.msg === 'request')
