@@ -1,4 +1,3 @@
-import type { ServerOptions } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { SchemaObject } from 'ajv';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
@@ -10,6 +9,7 @@ import { PetCatalog } from './domain/pet-catalog.js';
 import type { TokenBuckets } from './domain/token-bucket.js';
 import { requireApiKey } from './http/auth.js';
 import { answerClientError } from './http/client-errors.js';
+import { GuardedServer } from './http/connections.js';
 import { registerCors } from './http/cors.js';
 import { registerDocs } from './http/docs.js';
 import { installDraining } from './http/draining.js';
@@ -55,7 +55,7 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
           },
         }),
     bodyLimit: config.bodyLimit,
-    ...connectionTimeouts(config),
+    serverFactory: httpServer(config),
     return503OnClosing: false, // see installDraining
     logController: new RequestLog(config.logRequests),
     requestIdHeader: false, // taken by genReqId only once validated
@@ -73,7 +73,7 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
   app.setValidatorCompiler(createValidatorCompiler(SHARED_SCHEMAS));
   installJsonBodyParser(app, config.bodyLimit);
   installErrorHandling(app);
-  installDraining(app);
+  installDraining(app, app.server as GuardedServer);
   installRouteFallbacks(app);
   await registerOpenApi(app, config);
   await registerCors(app, config.corsOrigins);
@@ -148,23 +148,24 @@ function pruneExpiredIdempotencyKeys(app: FastifyInstance, creations: Idempotent
 const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
 /**
- * Explicit, so a slow or silent client (headers or body trickled in) cannot hold a connection for
- * Node's defaults (1 and 5 minutes) and, many times over, exhaust the server. Node enforces these
- * only when it sweeps its connections, every connectionsCheckingInterval (30 s by default): swept
- * at least every second here, so a timeout means what it says.
+ * The HTTP server, with pipelining bounded per connection and a draining shutdown (connections.ts).
+ * Timeouts explicit, so a slow or silent client (headers or body trickled in) cannot hold a connection
+ * for Node's defaults (1 and 5 minutes) and, many times over, exhaust the server. Node enforces these
+ * only when it sweeps its connections, every connectionsCheckingInterval (30 s by default): swept at
+ * least every second here, so a timeout means what it says.
  */
-function connectionTimeouts(config: Config): {
-  requestTimeout: number;
-  keepAliveTimeout: number;
-  http: ServerOptions;
-} {
-  return {
-    requestTimeout: config.requestTimeoutMs,
-    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
-    http: {
-      headersTimeout: config.headersTimeoutMs,
-      connectionsCheckingInterval: Math.min(1_000, config.headersTimeoutMs),
-      requireHostHeader: false, // refused in an onRequest hook instead, with the Error body
-    },
+function httpServer(config: Config): NonNullable<FastifyServerOptions['serverFactory']> {
+  return (handler) => {
+    const server = new GuardedServer(
+      {
+        headersTimeout: config.headersTimeoutMs,
+        requestTimeout: config.requestTimeoutMs,
+        connectionsCheckingInterval: Math.min(1_000, config.headersTimeoutMs),
+        requireHostHeader: false, // refused in an onRequest hook instead, with the Error body
+      },
+      handler,
+    );
+    server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+    return server;
   };
 }

@@ -4,6 +4,12 @@ import type { Config } from './config/config.js';
 import { announceFirstKey, serverUrl } from './server.js';
 import { openStorage } from './storage/open-storage.js';
 
+/** The primary to its workers on SIGTERM: close the listening socket, and say when it is closed. */
+export const STOP_ACCEPTING = 'petstore:stop-accepting';
+export const STOPPED_ACCEPTING = 'petstore:stopped-accepting';
+/** How long the primary waits for a worker to say it stopped accepting before it drains anyway. */
+const STOP_ACCEPTING_TIMEOUT_MS = 5_000;
+
 /** A worker replaced after dying this soon after it started listening waits longer each time. */
 const HEALTHY_AFTER_MS = 10_000;
 /** The first wait before forking again after a worker died young; doubled for each death in a row. */
@@ -132,12 +138,37 @@ class Supervisor {
     slot.restart = setTimeout(() => this.#fork(slot), delay);
   }
 
+  /**
+   * Every worker stops accepting first; only once all have (the shared listening socket is then closed,
+   * so new connections are refused, not queued) are they told to drain. A worker draining while another
+   * still accepted would send its clients, with `Connection: close`, to a socket about to close.
+   */
   #stop(): void {
+    if (this.#stopping) return;
     this.#stopping = true;
     for (const slot of this.#slots) clearTimeout(slot.restart);
     if (this.#bySlot.size === 0) process.exit(this.#failed ? 1 : 0);
+    const workers = [...this.#bySlot.keys()];
+    const stopped = workers.map(
+      (worker) =>
+        new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, STOP_ACCEPTING_TIMEOUT_MS);
+          const done = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+          worker.on('message', (message) => {
+            if (message === STOPPED_ACCEPTING) done();
+          });
+          worker.once('exit', done);
+          if (worker.isConnected()) worker.send(STOP_ACCEPTING);
+          else done();
+        }),
+    );
     // SIGTERM whatever the primary got: a terminal's Ctrl-C has already sent the workers SIGINT, and a
     // second SIGINT would kill them mid-drain.
-    for (const worker of this.#bySlot.keys()) worker.process.kill('SIGTERM');
+    void Promise.all(stopped).then(() => {
+      for (const worker of workers) if (!worker.isDead()) worker.process.kill('SIGTERM');
+    });
   }
 }

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import type { Config } from './config/config.js';
 import { ensureFirstApiKey } from './domain/api-keys.js';
+import type { GuardedServer } from './http/connections.js';
 import { openStorage } from './storage/open-storage.js';
 import type { ApiKeyStore } from './storage/storage.js';
 
@@ -9,7 +10,9 @@ export interface RunningServer {
   app: FastifyInstance;
   /** Where it listens, e.g. http://127.0.0.1:3000. */
   url: string;
-  /** Stops accepting, lets in-flight requests finish, then closes the database. */
+  /** Closes the listening socket only; connections already open are served as usual. */
+  stopAccepting(): void;
+  /** Stops accepting, drains every connection (see GuardedServer), then closes the database. */
   close(): Promise<void>;
 }
 
@@ -29,8 +32,13 @@ export async function startServer(
   const storage = await openStorage(config);
   let app: FastifyInstance | undefined;
   let closing: Promise<void> | undefined;
+  const server = () => app?.server as GuardedServer | undefined;
   const close = () => {
-    closing ??= (app ? app.close() : Promise.resolve()).then(() => storage.close());
+    closing ??= (async () => {
+      await server()?.drain();
+      await app?.close();
+      await storage.close();
+    })();
     return closing;
   };
   try {
@@ -40,7 +48,7 @@ export async function startServer(
     const url = serverUrl(config.host, typeof address === 'object' && address ? address.port : config.port);
     // Only once the service is reachable: a key created by a start that then failed would never be shown.
     if (createFirstKey) await announceFirstKey(storage.apiKeys, config, url);
-    return { app, url, close };
+    return { app, url, stopAccepting: () => server()?.stopAccepting(), close };
   } catch (error) {
     // Start-up completes or leaves nothing behind: never a process that serves without its handlers.
     await close().catch(() => undefined);

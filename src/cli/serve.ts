@@ -1,7 +1,7 @@
 import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { Command, InvalidArgumentError } from 'commander';
-import { runCluster } from '../cluster.js';
+import { runCluster, STOP_ACCEPTING, STOPPED_ACCEPTING } from '../cluster.js';
 import { describeConfig, loadConfig } from '../config/config.js';
 import { startServer } from '../server.js';
 
@@ -53,6 +53,17 @@ export function serveCommand(): Command {
           );
         });
       }
+      // Under --workers, the primary has every worker stop accepting before it tells any to drain.
+      process.on('message', (message) => {
+        if (message !== STOP_ACCEPTING) return;
+        starting.then(
+          (server) => {
+            server.stopAccepting();
+            process.send?.(STOPPED_ACCEPTING);
+          },
+          () => undefined,
+        );
+      });
       await starting;
     });
 }
