@@ -8,6 +8,7 @@ import { CursorCodec } from './domain/paging.js';
 import { PetCatalog } from './domain/pet-catalog.js';
 import type { TokenBuckets } from './domain/token-bucket.js';
 import { requireApiKey } from './http/auth.js';
+import { AuthFailureLimiter } from './http/auth-failures.js';
 import { answerClientError } from './http/client-errors.js';
 import { GuardedServer } from './http/connections.js';
 import { registerCors } from './http/cors.js';
@@ -60,6 +61,8 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
     logController: new RequestLog(config.logRequests),
     requestIdHeader: false, // taken by genReqId only once validated
     genReqId: requestIdFor,
+    // request.ip: the connecting address, or behind these proxies the client their X-Forwarded-For names.
+    trustProxy: config.trustedProxies.length > 0 ? config.trustedProxies : false,
     // Long enough that any petId reaches its own validation (Node caps a request head at 16 KiB anyway).
     routerOptions: { maxParamLength: 16 * 1024 },
     schemaErrorFormatter: (errors, httpPart) => new Error(describeValidationErrors(errors, httpPart)),
@@ -104,7 +107,7 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
     async (v1) => {
       // In this order: shed load before anything costs work, then know the caller, then count it.
       await shedLoad(v1, config);
-      requireApiKey(v1, verifier);
+      requireApiKey(v1, verifier, config.authFailures && new AuthFailureLimiter(config.authFailures));
       if (buckets) limitRequestRate(v1, { buckets, policy: config.rateLimit, metrics });
       await v1.register(petRoutes, { catalog, creations, links, now });
     },

@@ -93,6 +93,19 @@ const EnvSchema = Type.Object({
     default: 200,
     description: 'Requests an API key may send at once before the rate applies (token bucket size).',
   }),
+  AUTH_FAILURES_PER_MINUTE: Type.Integer({
+    minimum: 0,
+    maximum: 1_000_000,
+    default: 30,
+    description:
+      'Failed authentications (401) a client address may have per minute, in a burst or spread out, before its requests get 429 until it may try again; 0 turns this off.',
+  }),
+  TRUSTED_PROXIES: Type.String({
+    default: '',
+    pattern: '^[0-9A-Fa-f:.,/\\s]*$',
+    description:
+      'Addresses or CIDR ranges of the proxies in front of the service, comma-separated (e.g. 10.0.0.0/8); their X-Forwarded-For names the client address. Empty: the connecting address is the client.',
+  }),
   REDIS_URL: Type.Optional(
     Type.String({
       pattern: '^rediss?://.+',
@@ -134,6 +147,9 @@ export interface Config {
   headersTimeoutMs: number;
   requestTimeoutMs: number;
   rateLimit: { perSecond: number; burst: number };
+  /** Failed authentications per client address: a bucket of `burst`, refilled at `perSecond`; undefined when off. */
+  authFailures: { perSecond: number; burst: number } | undefined;
+  trustedProxies: string[];
   redisUrl: string | undefined;
   overload: { maxEventLoopDelayMs: number; maxHeapUsedBytes: number };
 }
@@ -173,6 +189,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     headersTimeoutMs: parsed.HEADERS_TIMEOUT_MS,
     requestTimeoutMs: parsed.REQUEST_TIMEOUT_MS,
     rateLimit: { perSecond: parsed.RATE_LIMIT_PER_SECOND, burst: parsed.RATE_LIMIT_BURST },
+    authFailures:
+      parsed.AUTH_FAILURES_PER_MINUTE > 0
+        ? { perSecond: parsed.AUTH_FAILURES_PER_MINUTE / 60, burst: parsed.AUTH_FAILURES_PER_MINUTE }
+        : undefined,
+    trustedProxies: list(parsed.TRUSTED_PROXIES),
     redisUrl: parsed.REDIS_URL,
     overload: {
       maxEventLoopDelayMs: parsed.OVERLOAD_MAX_EVENT_LOOP_DELAY_MS,

@@ -59,6 +59,7 @@ export function testConfig(url: string, env: Record<string, string> = {}): Confi
     PORT: '0',
     // Off unless a test is about it: suites that fire many requests must not be throttled.
     RATE_LIMIT_PER_SECOND: '0',
+    AUTH_FAILURES_PER_MINUTE: '0',
     ...env,
   });
 }

@@ -25,7 +25,8 @@ const otherErrors = errorResponse('Any other error', ['method_not_allowed', 'int
 const retryAfter = Type.String({ description: 'Seconds to wait before trying again.' });
 const rateLimited = errorResponse(
   'Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated ' +
-    'request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers)',
+    'request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, ' +
+    'with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at',
   ['rate_limited'],
   {
     'Retry-After': retryAfter,
