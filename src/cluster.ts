@@ -58,6 +58,16 @@ function assertPortFree(host: string, port: number): Promise<void> {
   });
 }
 
+/** How long to wait before forking again after `failures` deaths in a row (0: after a healthy spell). */
+export function restartDelay(failures: number): number {
+  return failures === 0 ? 0 : Math.min(FIRST_BACKOFF_MS * 2 ** (failures - 1), MAX_BACKOFF_MS);
+}
+
+/** Deaths in a row after a worker that listened for `livedMs` died: a healthy spell starts over. */
+export function failuresAfter(previous: number, livedMs: number): number {
+  return livedMs >= HEALTHY_AFTER_MS ? 0 : previous + 1;
+}
+
 interface Slot {
   worker: Worker | undefined;
   /** Deaths in a row of workers that did not stay up for HEALTHY_AFTER_MS. */
@@ -129,9 +139,8 @@ class Supervisor {
     if (!slot) return;
     slot.worker = undefined;
     const lived = slot.listeningSince === undefined ? 0 : Date.now() - slot.listeningSince;
-    slot.failures = lived >= HEALTHY_AFTER_MS ? 0 : slot.failures + 1;
-    const delay =
-      slot.failures === 0 ? 0 : Math.min(FIRST_BACKOFF_MS * 2 ** (slot.failures - 1), MAX_BACKOFF_MS);
+    slot.failures = failuresAfter(slot.failures, lived);
+    const delay = restartDelay(slot.failures);
     process.stderr.write(
       `petstore: worker ${worker.process.pid} ${slot.listeningSince === undefined ? 'died before listening' : 'died'} (${cause}); starting another in ${delay} ms\n`,
     );
