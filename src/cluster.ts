@@ -1,6 +1,8 @@
 import cluster, { type Worker } from 'node:cluster';
 import { createServer } from 'node:net';
+import { AggregatorRegistry } from 'prom-client';
 import type { Config } from './config/config.js';
+import { METRICS_REQUEST, METRICS_RESPONSE } from './http/metrics.js';
 import { announceFirstKey, serverUrl } from './server.js';
 import { openStorage } from './storage/open-storage.js';
 
@@ -36,6 +38,11 @@ export async function runCluster(config: Config, workers: number): Promise<void>
   }
   // A port in use would make every worker fail to listen, forever: say so once, before forking.
   if (config.port !== 0) await assertPortFree(config.host, config.port);
+  if (config.rateLimit.perSecond > 0 && !config.redisUrl) {
+    process.stderr.write(
+      `petstore: warning: without REDIS_URL each of the ${workers} workers keeps its own rate-limit buckets, so an API key may use up to ${workers} times RATE_LIMIT_PER_SECOND and RATE_LIMIT_BURST; set REDIS_URL to share one budget\n`,
+    );
+  }
   cluster.schedulingPolicy = cluster.SCHED_NONE;
   const storage = await openStorage(config);
   let url: string;
@@ -81,6 +88,7 @@ class Supervisor {
   readonly #config: Config;
   readonly #slots: Slot[];
   readonly #bySlot = new Map<Worker, Slot>();
+  readonly #aggregator = new AggregatorRegistry();
   #stopping = false;
   #failed = false;
 
@@ -110,6 +118,15 @@ class Supervisor {
     });
   }
 
+  /** Answers a worker's request for every worker's metrics, summed (see askPrimaryForMetrics). */
+  #answerMetrics(worker: Worker, message: { type?: unknown; id?: unknown }): void {
+    if (message?.type !== METRICS_REQUEST) return;
+    this.#aggregator.clusterMetrics().then(
+      (text) => worker.send({ type: METRICS_RESPONSE, id: message.id, text }),
+      (error: Error) => worker.send({ type: METRICS_RESPONSE, id: message.id, error: error.message }),
+    );
+  }
+
   #fork(slot: Slot): void {
     slot.restart = undefined;
     slot.listeningSince = undefined;
@@ -125,6 +142,7 @@ class Supervisor {
     }
     slot.worker = worker;
     this.#bySlot.set(worker, slot);
+    worker.on('message', (message) => this.#answerMetrics(worker, message));
   }
 
   #exited(worker: Worker, code: number, signal: string | null): void {
