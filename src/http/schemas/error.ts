@@ -6,6 +6,7 @@ export const ERROR_STATUS = {
   unauthorized: 401,
   not_found: 404,
   method_not_allowed: 405,
+  request_timeout: 408,
   gone: 410,
   payload_too_large: 413,
   unsupported_media_type: 415,
