@@ -1,4 +1,4 @@
-import { STATUS_CODES } from 'node:http';
+import { type IncomingMessage, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { ApiError } from './errors.js';
 
@@ -44,10 +44,20 @@ function timeoutMessage(socket: HttpSocket): string {
 }
 
 function parserError(error: NodeJS.ErrnoException): ApiError {
-  return new ApiError(
-    'invalid_request',
-    error.code === 'HPE_HEADER_OVERFLOW' ? 'the request head is too large' : 'the request is not valid HTTP',
-  );
+  return error.code === 'HPE_HEADER_OVERFLOW'
+    ? new ApiError(
+        'request_header_fields_too_large',
+        'the request head (line and headers) is larger than 16 KiB',
+      )
+    : new ApiError('invalid_request', 'the request is not valid HTTP');
+}
+
+/**
+ * CONNECT asks for a tunnel, which only a proxy gives. Node hands it to a 'connect' listener, or
+ * with none drops the connection without a word; it gets the Error body instead.
+ */
+export function answerConnect(_request: IncomingMessage, socket: Socket): void {
+  answerRaw(socket, new ApiError('invalid_request', 'CONNECT is not supported: this service is not a proxy'));
 }
 
 /** Writes `error` as a complete response straight to the socket, then closes the connection. */

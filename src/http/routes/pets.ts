@@ -21,7 +21,12 @@ const unauthorized = errorResponse('Missing or invalid API key', ['unauthorized'
     description: 'Bearer realm="animal-store", with error="invalid_token" when a key was sent.',
   }),
 });
-const otherErrors = errorResponse('Any other error', ['method_not_allowed', 'internal_error']);
+const otherErrors = errorResponse('Any other error', [
+  'method_not_allowed',
+  'expectation_failed',
+  'request_header_fields_too_large',
+  'internal_error',
+]);
 const retryAfter = Type.String({ description: 'Seconds to wait before trying again.' });
 const rateLimited = errorResponse(
   'Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated ' +
