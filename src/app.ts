@@ -11,6 +11,7 @@ import { requireApiKey } from './http/auth.js';
 import { AuthFailureLimiter } from './http/auth-failures.js';
 import { answerClientError, answerConnect } from './http/client-errors.js';
 import { GuardedServer } from './http/connections.js';
+import { registerContentCodings } from './http/content-coding.js';
 import { registerCors } from './http/cors.js';
 import { registerDocs } from './http/docs.js';
 import { installDraining } from './http/draining.js';
@@ -79,6 +80,7 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   app.setValidatorCompiler(createValidatorCompiler(SHARED_SCHEMAS));
   installJsonBodyParser(app, config.bodyLimit);
+  await registerContentCodings(app);
   installErrorHandling(app);
   installDraining(app, app.server as GuardedServer);
   installRouteFallbacks(app);

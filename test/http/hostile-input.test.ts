@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { isDeepStrictEqual } from 'node:util';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { backends } from '../support/backends.js';
 import { integrityCheck, storedPets, tableNames } from '../support/db-inspect.js';
 import { assertRawError, parseRawResponse, sendRaw } from '../support/raw-http.js';
@@ -58,6 +59,7 @@ interface BodyCase {
   when: string;
   body: string | Buffer;
   contentType?: string;
+  contentEncoding?: string;
   expect: Expectation;
 }
 
@@ -327,6 +329,88 @@ const BODY_CASES: BodyCase[] = [
       expect: { error: [415, 'unsupported_media_type', NOT_JSON_MEDIA] },
     }),
   ),
+];
+
+const CODING_NOT_ACCEPTED = 'Content-Encoding must be gzip, deflate, br or identity';
+const NOT_DECODED = 'request body does not decode as its Content-Encoding says';
+const notAccepted = (message: string): Expectation => ({ error: [415, 'unsupported_media_type', message] });
+const pet = (name: string, categoryId = '1') =>
+  Buffer.from(`{"name":${JSON.stringify(name)},"categoryId":${categoryId}}`);
+/** Far past the 64 KiB limit once decoded, yet a few hundred bytes on the wire. */
+const inflating = Buffer.from(`{"name":"${'x'.repeat(1_000_000)}","categoryId":1}`);
+
+/** DECISIONS.md "Request bodies with a content coding". */
+const CODING_CASES: BodyCase[] = [
+  ...(
+    [
+      ['gzip', gzipSync],
+      ['deflate', deflateSync],
+      ['br', brotliCompressSync],
+    ] as const
+  ).flatMap(([coding, encode]): BodyCase[] => [
+    {
+      when: `a ${coding} body`,
+      body: encode(pet(`coded ${coding}`)),
+      contentEncoding: coding,
+      expect: created(`coded ${coding}`),
+    },
+    {
+      when: `a ${coding} body with a categoryId beyond 2^53`,
+      body: encode(pet(`big ${coding}`, '9007199254740993')),
+      contentEncoding: coding,
+      expect: created(`big ${coding}`, 9007199254740993n),
+    },
+    {
+      when: `a small ${coding} body that inflates past the 64 KiB limit`,
+      body: encode(inflating),
+      contentEncoding: coding,
+      expect: { error: [413, 'payload_too_large', 'request body is too large'] },
+    },
+    {
+      when: `Content-Encoding ${coding} on a plain JSON body`,
+      body: pet('plain'),
+      contentEncoding: coding,
+      expect: notAccepted(NOT_DECODED),
+    },
+    {
+      when: `a ${coding} body cut short`,
+      body: encode(pet('cut')).subarray(0, 12),
+      contentEncoding: coding,
+      expect: notAccepted(NOT_DECODED),
+    },
+  ]),
+  {
+    when: 'Content-Encoding GZIP (codings are case-insensitive)',
+    body: gzipSync(pet('upper GZIP')),
+    contentEncoding: 'GZIP',
+    expect: created('upper GZIP'),
+  },
+  {
+    when: 'Content-Encoding identity',
+    body: pet('identity'),
+    contentEncoding: 'identity',
+    expect: created('identity'),
+  },
+  {
+    when: 'a gzip body of invalid JSON',
+    body: gzipSync('{"name":'),
+    contentEncoding: 'gzip',
+    expect: invalid(`${NOT_JSON}Object value expected after ':' at position 8`),
+  },
+  ...['x-unknown', 'compress', 'zstd', 'gzip, br', 'gzip;q=1', '*'].map(
+    (coding): BodyCase => ({
+      when: `Content-Encoding ${coding}`,
+      body: pet('unknown coding'),
+      contentEncoding: coding,
+      expect: notAccepted(CODING_NOT_ACCEPTED),
+    }),
+  ),
+  {
+    when: 'a body gzipped twice but labelled gzip once',
+    body: gzipSync(gzipSync(pet('twice'))),
+    contentEncoding: 'gzip',
+    expect: invalid(NOT_UTF8),
+  },
 ];
 
 interface PathCase {
@@ -723,17 +807,26 @@ for (const backend of backends) {
       expected.push(body);
     }
 
-    for (const { when, body, contentType, expect } of BODY_CASES) {
+    for (const { when, body, contentType, contentEncoding, expect } of [...BODY_CASES, ...CODING_CASES]) {
       const outcome =
         'error' in expect ? `${expect.error[0]} ${expect.error[1]}` : '201 stores it exactly as sent';
       test(`when POST /v1/pets has ${when}, then ${outcome} and the store holds nothing else`, async () => {
         const res = await rawRequest(server, 'POST', '/v1/pets', {
           body,
-          headers: { 'content-type': contentType ?? 'application/json' },
+          headers: {
+            'content-type': contentType ?? 'application/json',
+            ...(contentEncoding === undefined ? {} : { 'content-encoding': contentEncoding }),
+          },
         });
         await thenStoreUnchanged(async () => {
           if ('error' in expect) assertError(res, ...expect.error);
           else await assertAccepted(res, expect.created);
+          // RFC 9110 §12.5.3: a 415 for a coding says which codings would do.
+          if ('error' in expect && contentEncoding !== undefined && expect.error[0] === 415)
+            assert.equal(res.headers.get('accept-encoding'), 'gzip, deflate, br');
+          // A body inflating past the limit is not read (nor inflated) any further.
+          if ('error' in expect && contentEncoding !== undefined && expect.error[0] === 413)
+            assert.equal(res.headers.get('connection'), 'close');
         });
         assert.equal(({} as Record<string, unknown>).polluted, undefined, 'Object.prototype was polluted');
       });

@@ -11,6 +11,7 @@ interface Parameter {
   name: string;
   in: string;
   required?: boolean;
+  description?: string;
   schema: Json;
 }
 
@@ -142,6 +143,16 @@ for (const backend of backends) {
       assert.equal(operation(doc, 'getPet').operation.deprecated, true);
       assert.notEqual(operation(doc, 'listPets').operation.deprecated, true);
       assert.notEqual(operation(doc, 'createPet').operation.deprecated, true);
+    });
+
+    test('when createPet is read, then it documents the Content-Encoding request header and Accept-Encoding on its 415', () => {
+      const { operation: op } = operation(doc, 'createPet');
+      const coding = op.parameters?.find((p) => p.in === 'header' && p.name === 'content-encoding');
+      assert.ok(coding, 'a content-encoding header parameter');
+      assert.equal(coding.schema.type, 'string');
+      assert.match(String(coding.description), /`gzip`, `deflate` or `br`/);
+      assert.ok(op.responses['415']?.headers?.['Accept-Encoding'], '415 documents Accept-Encoding');
+      assert.ok(op.responses['413'], '413 documented');
     });
 
     test('when the Error schema is read, then its code enum is exactly the keys of ERROR_STATUS', () => {

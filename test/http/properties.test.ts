@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { backends } from '../support/backends.js';
 import { rawRequest } from '../support/raw-json.js';
@@ -14,6 +15,14 @@ import { startTestServer, type TestResponse, type TestServer } from '../support/
  */
 
 const NUM_RUNS = 120;
+
+/** The request content codings the service decodes (DECISIONS.md), and how to encode a body in each. */
+const ENCODERS: Record<string, (body: Buffer) => Buffer> = {
+  gzip: (body) => gzipSync(body),
+  deflate: (body) => deflateSync(body),
+  br: (body) => brotliCompressSync(body),
+  identity: (body) => body,
+};
 
 type Json = Record<string, unknown>;
 /** A pet with every value as text, so int64 values compare exactly. */
@@ -308,6 +317,65 @@ for (const backend of backends) {
       );
       // Both halves of the property were exercised.
       assert.ok(accepted > 10 && refused > 10, `accepted ${accepted}, refused ${refused}`);
+    });
+
+    test('when any NewPet body is sent in any content coding, then gzip, deflate, br and identity (any case) answer as if it were sent plain, and any other coding is a 415 that stores nothing', async () => {
+      const newPet = (
+        ((operation('/pets', 'post').requestBody as Json).content as Json)['application/json'] as Json
+      ).schema as Json;
+      const anyBody = objectBody(doc, newPet);
+      const bodies = fc.oneof(
+        anyBody,
+        anyBody.filter((body) => body.valid),
+      );
+      const codings = fc.oneof(
+        fc
+          .constantFrom(...Object.keys(ENCODERS))
+          .chain((coding) =>
+            fc.constantFrom(coding, coding.toUpperCase(), coding[0]?.toUpperCase() + coding.slice(1)),
+          ),
+        fc.constantFrom('x-unknown', 'compress', 'zstd', 'gzip, gzip', 'br, identity'),
+        fc.stringMatching(/^[a-z][a-z0-9-]{0,11}$/).filter((c) => !Object.hasOwn(ENCODERS, c)),
+      );
+      const seen = { decoded: 0, refused: 0 };
+      await fc.assert(
+        fc.asyncProperty(bodies, codings, async (body, coding) => {
+          const before = await walk();
+          const name = coding.toLowerCase();
+          const encode = Object.hasOwn(ENCODERS, name) ? ENCODERS[name] : undefined;
+          const res = await rawRequest(server, 'POST', '/v1/pets', {
+            body: encode ? encode(Buffer.from(body.text)) : Buffer.from(body.text),
+            headers: { 'content-type': 'application/json', 'content-encoding': coding },
+          });
+          assertNo5xx(res, `POST (${coding}) ${body.text}`);
+          if (!encode) {
+            seen.refused++;
+            assert.equal(res.status, 415, `${coding}: ${res.text}`);
+            assert.equal(res.json<Json>().code, 'unsupported_media_type');
+            assert.equal(res.headers.get('accept-encoding'), 'gzip, deflate, br');
+            assert.deepEqual(await walk(), before);
+            return;
+          }
+          seen.decoded++;
+          if (body.valid) {
+            assert.equal(res.status, 201, `${coding} ${body.text} → ${res.text}`);
+            const pet = asText(res.exact<Json>());
+            assert.deepEqual(pet, {
+              id: pet.id,
+              name: body.values.name,
+              categoryId: body.values.categoryId,
+              status: body.values.status ?? 'available',
+            });
+            model.push(pet);
+          } else {
+            assert.equal(res.status, 400, `${coding} ${body.text} → ${res.status} ${res.text}`);
+            assert.equal(res.json<Json>().code, 'invalid_request');
+          }
+          assert.deepEqual(await walk(), model);
+        }),
+        { numRuns: NUM_RUNS },
+      );
+      assert.ok(seen.decoded > 10 && seen.refused > 10, JSON.stringify(seen));
     });
 
     test('when any listPets query derived from the document is sent, then never a 5xx; a valid one returns exactly the matching pets and an invalid one a 400 that changes nothing', async () => {

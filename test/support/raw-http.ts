@@ -7,6 +7,8 @@ export interface RawHttpResponse {
   /** Lower-case names; repeated fields joined with ", ". */
   headers: Record<string, string>;
   body: string;
+  /** The body's bytes as sent (a compressed body is not text). */
+  bytes: Buffer;
 }
 
 const DEADLINE_MS = 30_000;
@@ -75,7 +77,7 @@ export function parseRawResponse(data: Buffer): RawHttpResponse {
   if (/chunked/i.test(headers['transfer-encoding'] ?? '')) body = decodeChunked(body);
   else if (headers['content-length'] !== undefined)
     body = body.subarray(0, Number(headers['content-length']));
-  return { status, headers, body: body.toString('utf8') };
+  return { status, headers, body: body.toString('utf8'), bytes: body };
 }
 
 /**
