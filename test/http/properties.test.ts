@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
+import pino from 'pino';
 import { backends } from '../support/backends.js';
 import { rawRequest } from '../support/raw-json.js';
 import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
@@ -229,8 +231,21 @@ for (const backend of backends) {
     /** The store as it must be, in id order. */
     const model: PetText[] = [];
 
+    /** The service's log lines, as JSON. */
+    const logLines: Json[] = [];
+
     before(async () => {
-      server = await startTestServer({ backend, now: () => new Date('2027-01-01T00:00:00Z') });
+      const sink = new Writable({
+        write(chunk, _encoding, done) {
+          for (const line of String(chunk).split('\n').filter(Boolean)) logLines.push(JSON.parse(line));
+          done();
+        },
+      });
+      server = await startTestServer({
+        backend,
+        now: () => new Date('2027-01-01T00:00:00Z'),
+        logger: pino({ level: 'info' }, sink),
+      });
       // The document as served, fetched like any client would.
       const res = await fetch(`${server.url}/v1/openapi.json`);
       assert.equal(res.status, 200);
@@ -425,6 +440,60 @@ for (const backend of backends) {
         { numRuns: NUM_RUNS },
       );
       assert.ok(valid > 10 && invalid > 10, `valid ${valid}, invalid ${invalid}`);
+    });
+
+    test('when any listPets query also carries parameters the operation does not define, then 400 naming them, and the log line keeps the values of limit, status and cursor but none of the others', async () => {
+      const params = parameters('/pets', 'get');
+      const defined = new Set(params.map((p) => p.name));
+      const definedPart = fc.tuple(
+        fc.constantFrom(...params),
+        fc.oneof(fc.constantFrom('5', 'sold', 'available', ''), fc.string({ maxLength: 12 })),
+      );
+      // Names a client might put a key under, or any other; values shaped like keys.
+      const unknownName = fc
+        .oneof(
+          fc.constantFrom('api_key', 'access_token', 'key', 'token', 'Limit', 'stauts', 'status[]'),
+          fc.string({ minLength: 1, maxLength: 30 }),
+        )
+        .filter((name) => !defined.has(name));
+      const secret = fc
+        .uint8Array({ minLength: 32, maxLength: 32 })
+        .map((bytes) => `pst_${Buffer.from(bytes).toString('base64url')}`);
+      const queries = fc.record({
+        known: fc.array(definedPart, { maxLength: 3 }),
+        unknown: fc.array(fc.tuple(unknownName, secret), { minLength: 1, maxLength: 4 }),
+      });
+      let count = 0;
+      await fc.assert(
+        fc.asyncProperty(queries, async ({ known, unknown }) => {
+          const pairs: [string, string][] = [
+            ...known.map(([p, v]): [string, string] => [p.name, v]),
+            ...unknown,
+          ];
+          const query = pairs.map(([name, value]) => new URLSearchParams([[name, value]]).toString());
+          const path = `/v1/pets?${query.join('&')}`;
+          const requestId = `query-${++count}`;
+          const res = await rawRequest(server, 'GET', path, { headers: { 'x-request-id': requestId } });
+          assert.equal(res.status, 400, `${path} → ${res.status} ${res.text}`);
+          assert.equal(res.json<Json>().code, 'invalid_request');
+          assert.match(res.json<{ message: string }>().message, /is not a known parameter/);
+          const line = logLines.find((l) => l.requestId === requestId && 'url' in l);
+          assert.ok(line, `no log line for ${path}`);
+          const loggedQuery = String(line.url).split('?')[1]?.split('&');
+          assert.equal(loggedQuery?.length, pairs.length, String(line.url));
+          for (const [i, [name]] of pairs.entries()) {
+            const sent = query[i] as string;
+            const sentName = sent.slice(0, sent.indexOf('='));
+            const expected = defined.has(name)
+              ? sent
+              : `${sentName.length <= 15 ? sentName : '[redacted]'}=[redacted]`;
+            assert.equal(loggedQuery?.[i], expected, `${path} logged as ${line.url}`);
+          }
+          for (const [, value] of unknown)
+            assert.ok(!JSON.stringify(logLines).includes(value), 'a secret was logged');
+        }),
+        { numRuns: NUM_RUNS },
+      );
     });
 
     test('when any getPet petId derived from the document is asked for, then never a 5xx: 200 with the stored pet, 404 for an unknown id, 400 for an invalid one, and nothing changes', async () => {
