@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import { INT64_MAX, INT64_MIN, PET_STATUSES, type Pet } from '../../src/domain/pet.js';
 import { compareData, petBatches } from '../../src/storage/copy-data.js';
 import type { ApiKeyRecord, Storage } from '../../src/storage/storage.js';
-import { backends, sqlite, type TestDatabase } from '../support/backends.js';
+import { after, backends, before, sqlite, type TestDatabase, test } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 
 const PET_COUNT = 3_000;
@@ -44,7 +43,7 @@ async function allPets(storage: Storage): Promise<Pet[]> {
 }
 
 for (const backend of backends) {
-  describe(`petstore migrate-data from SQLite to ${backend.name}`, () => {
+  backend.describe(`petstore migrate-data from SQLite to ${backend.name}`, () => {
     const databases: TestDatabase[] = [];
     const opened: Storage[] = [];
     let source: TestDatabase;

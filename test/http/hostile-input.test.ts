@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
-import { after, before, describe, test } from 'node:test';
 import { isDeepStrictEqual } from 'node:util';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
-import { backends } from '../support/backends.js';
+import { after, backends, before, test } from '../support/backends.js';
 import { integrityCheck, storedPets, tableNames } from '../support/db-inspect.js';
 import { assertRawError, parseRawResponse, sendRaw } from '../support/raw-http.js';
 import { assertError, parseExact, rawRequest } from '../support/raw-json.js';
@@ -738,7 +737,7 @@ const RAW_CASES: RawCase[] = [
 ];
 
 for (const backend of backends) {
-  describe(`hostile input (${backend.name})`, () => {
+  backend.describe(`hostile input (${backend.name})`, () => {
     let server: TestServer;
     /** Every pet the store must hold, in id order: the seed and each accepted request's pet. */
     let expected: Pet[] = [];

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { ERROR_STATUS } from '../../src/http/schemas/error.js';
-import { backends } from '../support/backends.js';
+import { after, backends, before, test } from '../support/backends.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
 type Json = Record<string, unknown>;
@@ -85,7 +84,7 @@ const statusCodes = (op: Operation) =>
     .sort();
 
 for (const backend of backends) {
-  describe(`OpenAPI document (${backend.name})`, () => {
+  backend.describe(`OpenAPI document (${backend.name})`, () => {
     let server: TestServer;
     let doc: Json;
     before(async () => {
@@ -278,7 +277,7 @@ for (const backend of backends) {
     });
   });
 
-  describe(`OpenAPI servers with base addresses (${backend.name})`, () => {
+  backend.describe(`OpenAPI servers with base addresses (${backend.name})`, () => {
     test('when PUBLIC_BASE_URL and STAGING_BASE_URL are set, then servers lists /v1, production, staging in that order', async () => {
       const server = await startTestServer({
         backend,

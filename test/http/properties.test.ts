@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
-import { after, before, describe, test } from 'node:test';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import pino from 'pino';
-import { backends } from '../support/backends.js';
+import { after, backends, before, test } from '../support/backends.js';
 import { rawRequest } from '../support/raw-json.js';
 import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
 
@@ -225,7 +224,7 @@ function parameterPart(doc: Json, raw: Json): fc.Arbitrary<Part> {
 }
 
 for (const backend of backends) {
-  describe(`properties of requests generated from the OpenAPI document (${backend.name})`, () => {
+  backend.describe(`properties of requests generated from the OpenAPI document (${backend.name})`, () => {
     let server: TestServer;
     let doc: Json;
     /** The store as it must be, in id order. */

@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { backends, type TestDatabase } from '../support/backends.js';
+import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
 import {
   type CliResult,
   killAllCliProcesses,
@@ -61,7 +60,7 @@ async function dropPetsTable(url: string): Promise<void> {
 }
 
 for (const backend of backends) {
-  describe(`secrets through a whole run at LOG_LEVEL=trace (${backend.name})`, () => {
+  backend.describe(`secrets through a whole run at LOG_LEVEL=trace (${backend.name})`, () => {
     let database: TestDatabase;
     let server: ServeProcess | undefined;
     let result: CliResult;

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
-import { after, before, describe, test } from 'node:test';
 import { type RunningServer, startServer } from '../../src/server.js';
-import { backends, type TestDatabase } from '../support/backends.js';
+import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
 import { assertRawError, parseRawResponse } from '../support/raw-http.js';
 import { TEST_KEY, testConfig } from '../support/test-server.js';
 
@@ -59,7 +58,7 @@ function assertTimedOut(answer: Buffer, message?: string): void {
 }
 
 for (const backend of backends) {
-  describe(`slow clients (${backend.name})`, () => {
+  backend.describe(`slow clients (${backend.name})`, () => {
     let database: TestDatabase;
     let server: RunningServer;
     let port: number;
