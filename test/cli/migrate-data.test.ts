@@ -36,6 +36,13 @@ const seedKeys: ApiKeyRecord[] = [
   },
 ];
 
+/** The report's line for a table whose every source row is in the target. */
+const allInTarget = (table: string, source: number, onlyInTarget: number) =>
+  new RegExp(
+    `^${table}: ${source} in the source, all in the target; ${onlyInTarget} only in the target \\(kept\\)$`,
+    'm',
+  );
+
 async function allPets(storage: Storage): Promise<Pet[]> {
   const pets: Pet[] = [];
   for await (const batch of petBatches(storage, 1_000)) pets.push(...batch);
@@ -73,14 +80,8 @@ for (const backend of backends) {
     test('when a few thousand pets are copied, then every field of every pet and key arrives unchanged', async () => {
       const run = await migrateData(target);
       assert.equal(run.code, 0, run.stderr);
-      assert.match(
-        run.stdout,
-        /^pets: 3000 in the source, all in the target; 0 only in the target \(kept\)$/m,
-      );
-      assert.match(
-        run.stdout,
-        /^api keys: 2 in the source, all in the target; 0 only in the target \(kept\)$/m,
-      );
+      assert.match(run.stdout, allInTarget('pets', 3000, 0));
+      assert.match(run.stdout, allInTarget('api keys', 2, 0));
       assert.match(run.stderr, /^pets: 3000 of 3000 read \(100%\), 3000 written, 0 already there$/m);
       assert.doesNotMatch(run.stderr, /\r/, 'plain lines when the output is not a terminal');
       // Not a terminal: each progress line once, the last figures of keys and of pets included.
@@ -117,14 +118,8 @@ for (const backend of backends) {
     test('when it runs again after the switch, with pets created on the target only, then it keeps them and exits 0', async () => {
       const run = await migrateData(target);
       assert.equal(run.code, 0, `${run.stdout}\n${run.stderr}`);
-      assert.match(
-        run.stdout,
-        /^pets: 3000 in the source, all in the target; 1 only in the target \(kept\)$/m,
-      );
-      assert.match(
-        run.stdout,
-        /^api keys: 2 in the source, all in the target; 0 only in the target \(kept\)$/m,
-      );
+      assert.match(run.stdout, allInTarget('pets', 3000, 1));
+      assert.match(run.stdout, allInTarget('api keys', 2, 0));
       assert.match(run.stdout, /^every pet and API key of the source is in the target$/m);
     });
 

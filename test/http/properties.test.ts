@@ -283,20 +283,36 @@ for (const backend of backends) {
       return pets;
     }
 
+    /** NewPet bodies derived from the served document, half of them valid: valid ones are rare among random ones. */
+    function newPetBodies() {
+      const newPet = (
+        ((operation('/pets', 'post').requestBody as Json).content as Json)['application/json'] as Json
+      ).schema as Json;
+      const anyBody = objectBody(doc, newPet);
+      return fc.oneof(
+        anyBody,
+        anyBody.filter((body) => body.valid),
+      );
+    }
+
+    /** An accepted body's pet is stored exactly as the body says, with the default status. */
+    function assertStoredAsSent(res: TestResponse, body: { values: Record<string, string> }): PetText {
+      const pet = asText(res.exact<Json>());
+      assert.deepEqual(pet, {
+        id: pet.id,
+        name: body.values.name,
+        categoryId: body.values.categoryId,
+        status: body.values.status ?? 'available',
+      });
+      return pet;
+    }
+
     function assertNo5xx(res: TestResponse, what: string): void {
       assert.ok(res.status < 500, `${what} answered ${res.status}: ${res.text}`);
     }
 
     test('when any NewPet body derived from the document is POSTed, then never a 5xx; a refused one stores nothing and an accepted one reads back identical by id and in the list', async () => {
-      const newPet = (
-        ((operation('/pets', 'post').requestBody as Json).content as Json)['application/json'] as Json
-      ).schema as Json;
-      const anyBody = objectBody(doc, newPet);
-      // Half the bodies are valid ones: valid bodies are rare among random ones.
-      const bodies = fc.oneof(
-        anyBody,
-        anyBody.filter((body) => body.valid),
-      );
+      const bodies = newPetBodies();
       let accepted = 0;
       let refused = 0;
       await fc.assert(
@@ -309,13 +325,7 @@ for (const backend of backends) {
           if (body.valid) {
             accepted++;
             assert.equal(res.status, 201, `${body.text} → ${res.text}`);
-            const pet = asText(res.exact<Json>());
-            assert.deepEqual(pet, {
-              id: pet.id,
-              name: body.values.name,
-              categoryId: body.values.categoryId,
-              status: body.values.status ?? 'available',
-            });
+            const pet = assertStoredAsSent(res, body);
             const read = await rawRequest(server, 'GET', `/v1/pets/${pet.id}`);
             assert.equal(read.status, 200);
             assert.equal(read.text, res.text);
@@ -334,14 +344,7 @@ for (const backend of backends) {
     });
 
     test('when any NewPet body is sent in any content coding, then gzip, deflate, br and identity (any case) answer as if it were sent plain, and any other coding is a 415 that stores nothing', async () => {
-      const newPet = (
-        ((operation('/pets', 'post').requestBody as Json).content as Json)['application/json'] as Json
-      ).schema as Json;
-      const anyBody = objectBody(doc, newPet);
-      const bodies = fc.oneof(
-        anyBody,
-        anyBody.filter((body) => body.valid),
-      );
+      const bodies = newPetBodies();
       const codings = fc.oneof(
         fc
           .constantFrom(...Object.keys(ENCODERS))
@@ -373,13 +376,7 @@ for (const backend of backends) {
           seen.decoded++;
           if (body.valid) {
             assert.equal(res.status, 201, `${coding} ${body.text} → ${res.text}`);
-            const pet = asText(res.exact<Json>());
-            assert.deepEqual(pet, {
-              id: pet.id,
-              name: body.values.name,
-              categoryId: body.values.categoryId,
-              status: body.values.status ?? 'available',
-            });
+            const pet = assertStoredAsSent(res, body);
             model.push(pet);
           } else {
             assert.equal(res.status, 400, `${coding} ${body.text} → ${res.status} ${res.text}`);
