@@ -246,7 +246,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Ready to serve */
+            /** @description Ready to serve: the database took a write within a second */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -257,9 +257,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The database does not answer (code: `unavailable`) */
+            /** @description The database cannot read or write now, or did not answer within a second (code: `unavailable`) */
             503: {
                 headers: {
+                    /** @description Seconds to wait before asking again. */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -314,7 +316,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers) (code: `rate_limited`) */
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
             429: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -329,7 +331,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The node is overloaded (event loop lagging or memory high); retry later (code: `unavailable`) */
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -431,7 +433,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers) (code: `rate_limited`) */
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
             429: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -446,7 +448,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The node is overloaded (event loop lagging or memory high); retry later (code: `unavailable`) */
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -545,7 +547,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers) (code: `rate_limited`) */
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
             429: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -560,7 +562,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The node is overloaded (event loop lagging or memory high); retry later (code: `unavailable`) */
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
