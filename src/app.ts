@@ -9,18 +9,21 @@ import { PetCatalog } from './domain/pet-catalog.js';
 import type { TokenBuckets } from './domain/token-bucket.js';
 import { requireApiKey } from './http/auth.js';
 import { AuthFailureLimiter } from './http/auth-failures.js';
-import { answerClientError } from './http/client-errors.js';
+import { answerClientError, answerConnect } from './http/client-errors.js';
 import { GuardedServer } from './http/connections.js';
+import { registerContentCodings } from './http/content-coding.js';
 import { registerCors } from './http/cors.js';
 import { registerDocs } from './http/docs.js';
 import { installDraining } from './http/draining.js';
-import { ApiError, installErrorHandling, sendError, toApiError } from './http/errors.js';
+import { installErrorHandling, sendError, toApiError } from './http/errors.js';
+import { routeExpectations } from './http/expect.js';
 import { installJsonBodyParser } from './http/json-body.js';
 import { Links } from './http/links.js';
 import { registerMetrics, ServiceMetrics } from './http/metrics.js';
 import { registerOpenApi } from './http/openapi.js';
 import { shedLoad } from './http/overload.js';
 import { limitRequestRate } from './http/rate-limit.js';
+import { requestHeadError } from './http/request-head.js';
 import { requestIdFor, setCommonHeaders } from './http/request-id.js';
 import { RequestLog } from './http/request-log.js';
 import { healthRoutes } from './http/routes/health.js';
@@ -72,9 +75,12 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
     clientErrorHandler: answerClientError,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  routeExpectations(app);
+  app.server.on('connect', answerConnect);
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   app.setValidatorCompiler(createValidatorCompiler(SHARED_SCHEMAS));
   installJsonBodyParser(app, config.bodyLimit);
+  await registerContentCodings(app);
   installErrorHandling(app);
   installDraining(app, app.server as GuardedServer);
   installRouteFallbacks(app);
@@ -85,10 +91,7 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
   // Hooks on the request path take a callback rather than being async: no promise per request per hook.
   app.addHook('onRequest', (request, reply, done) => {
     setCommonHeaders(reply);
-    // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own refusal would be an empty 400.
-    if (request.headers.host === undefined)
-      done(new ApiError('invalid_request', 'a Host header is required'));
-    else done();
+    done(requestHeadError(request.raw));
   });
 
   const metrics = new ServiceMetrics(storage);

@@ -1,11 +1,19 @@
 import { Command, InvalidArgumentError } from 'commander';
-import { type CopyProgress, copyData, type DataDigest, digestData } from '../storage/copy-data.js';
+import {
+  type CopyProgress,
+  compareData,
+  copyData,
+  type PetConflict,
+  type TableComparison,
+} from '../storage/copy-data.js';
 import { openStorage } from '../storage/open-storage.js';
 import type { Storage } from '../storage/storage.js';
 import { ProgressLine } from './progress-line.js';
 
 // The copy runs one query at a time on each side.
 const POOL_SIZE = 2;
+/** Conflicting pets listed one per line; beyond these they are only counted, so the report stays readable. */
+const CONFLICTS_LISTED = 100;
 
 function positiveInteger(value: string): number {
   if (!/^[1-9]\d{0,5}$/.test(value)) throw new InvalidArgumentError('expected an integer from 1 to 999999');
@@ -22,10 +30,12 @@ export function migrateDataCommand(): Command {
       'after',
       `
 Pets keep their ids and API keys their hashes, so existing keys go on working. Each batch is one
-transaction; rows the target holds already are skipped (a key revoked in the source is revoked in the
-target too), so a stopped run can simply be run again. It ends by comparing the count and a SHA-256 of
-every pet and key on both sides, and exits non-zero if they differ. Stop writes to the source first,
-or run it again after the switch to pick up what arrived meanwhile.`,
+transaction. A pet whose id the target does not hold is copied; one the target holds already is never
+overwritten (a key revoked in the source is revoked in the target too). So a stopped run can simply be
+run again, and so can a run after the switch: pets created in the source meanwhile are copied, and
+pets created in the target are kept. It ends by comparing every field of every pet and key of the
+source with the target, and exits non-zero if one is missing or if an id holds a different pet on each
+side (both sides took writes): each such id is printed, with both pets, and neither is changed.`,
     )
     .action(async ({ from, to, batchSize }: { from: string; to: string; batchSize: number }) => {
       if (from === to) throw new Error('--from and --to name the same database');
@@ -71,15 +81,28 @@ async function migrate(source: Storage, target: Storage, batchSize: number): Pro
     },
   });
   if (last) progress.update(describe(last), true);
-  progress.update('comparing both databases: counts and a SHA-256 of every row…', true);
+  progress.update('comparing every pet and API key of the source with the target…', true);
 
-  const [before, after] = await Promise.all([digestData(source, batchSize), digestData(target, batchSize)]);
-  const differences = compare(before, after);
-  for (const line of differences.report) process.stdout.write(`${line}\n`);
-  if (differences.differ.length > 0) {
-    throw new Error(`the databases differ after copying (${differences.differ.join(', ')}); see above`);
-  }
-  process.stdout.write('both databases hold the same pets and API keys\n');
+  const { apiKeys, pets, petConflicts } = await compareData(source, target, {
+    batchSize,
+    maxListed: CONFLICTS_LISTED,
+  });
+  process.stdout.write(`${summary('api keys', apiKeys)}\n${summary('pets', pets)}\n`);
+  for (const conflict of petConflicts) process.stdout.write(`${describeConflict(conflict)}\n`);
+  if (pets.conflicts > petConflicts.length)
+    process.stdout.write(`… and ${pets.conflicts - petConflicts.length} more conflicting pets, not listed\n`);
+
+  const problems = [
+    pets.conflicts > 0 &&
+      (pets.conflicts === 1
+        ? '1 pet of the source was not copied: its id holds a different pet in the target (listed above)'
+        : `${pets.conflicts} pets of the source were not copied: their ids hold different pets in the target (listed above)`),
+    apiKeys.conflicts > 0 && `${apiKeys.conflicts} API keys differ between the source and the target`,
+    pets.missing + apiKeys.missing > 0 &&
+      `${pets.missing} pets and ${apiKeys.missing} API keys arrived in the source during the copy: run it again`,
+  ].filter((problem): problem is string => typeof problem === 'string');
+  if (problems.length > 0) throw new Error(`${problems.join('; ')}; nothing was overwritten`);
+  process.stdout.write('every pet and API key of the source is in the target\n');
 }
 
 function describe({ what, read, total, written }: CopyProgress): string {
@@ -87,22 +110,23 @@ function describe({ what, read, total, written }: CopyProgress): string {
   return `${what}: ${read} of ${total} read (${percent}%), ${written} written, ${read - written} already there`;
 }
 
-function compare(source: DataDigest, target: DataDigest): { report: string[]; differ: string[] } {
-  const report: string[] = [];
-  const differ: string[] = [];
-  for (const [label, table] of [
-    ['api keys', 'apiKeys'],
-    ['pets', 'pets'],
-  ] as const) {
-    const a = source[table];
-    const b = target[table];
-    const same = a.count === b.count && a.sha256 === b.sha256;
-    if (!same) differ.push(label);
-    report.push(
-      `${label}: source ${a.count} (sha256 ${a.sha256.slice(0, 16)}), target ${b.count} (sha256 ${b.sha256.slice(0, 16)}): ${same ? 'identical' : 'DIFFERENT'}`,
-    );
-  }
-  return { report, differ };
+/** e.g. `pets: 3003 in the source, 3002 in the target, 1 CONFLICTING; 4 only in the target (kept)` */
+function summary(
+  label: string,
+  { source, inTarget, missing, conflicts, onlyInTarget }: TableComparison,
+): string {
+  const problems = [conflicts > 0 && `${conflicts} CONFLICTING`, missing > 0 && `${missing} MISSING`].filter(
+    Boolean,
+  );
+  const held =
+    problems.length === 0 ? 'all in the target' : `${inTarget} in the target, ${problems.join(', ')}`;
+  return `${label}: ${source} in the source, ${held}; ${onlyInTarget} only in the target (kept)`;
+}
+
+function describeConflict({ source, target }: PetConflict): string {
+  const fields = (pet: PetConflict['source']) =>
+    JSON.stringify({ name: pet.name, categoryId: String(pet.categoryId), status: pet.status });
+  return `conflict: pet ${source.id} is ${fields(source)} in the source but ${fields(target)} in the target; the target's was kept`;
 }
 
 /** A URL fit for an error message: any password replaced. */

@@ -9,6 +9,7 @@ const PLAIN_INTERVAL_MS = 2_000;
 export class ProgressLine {
   readonly #out: NodeJS.WritableStream & { isTTY?: boolean };
   #lastPlainAt = Number.NEGATIVE_INFINITY;
+  #lastPlainText: string | undefined;
 
   constructor(out: NodeJS.WritableStream & { isTTY?: boolean } = process.stderr) {
     this.#out = out;
@@ -22,8 +23,10 @@ export class ProgressLine {
       return;
     }
     const now = Date.now();
-    if (!done && now - this.#lastPlainAt < PLAIN_INTERVAL_MS) return;
+    // A line already written stays as it is: writing the last figures again, as `done`, would repeat it.
+    if (text === this.#lastPlainText || (!done && now - this.#lastPlainAt < PLAIN_INTERVAL_MS)) return;
     this.#lastPlainAt = now;
+    this.#lastPlainText = text;
     this.#out.write(`${text}\n`);
   }
 }

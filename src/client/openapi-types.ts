@@ -124,7 +124,7 @@ export interface components {
              * @description Machine-readable error code; the list is closed and stable within v1.
              * @enum {string}
              */
-            code: "invalid_request" | "unauthorized" | "not_found" | "method_not_allowed" | "gone" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "internal_error" | "unavailable";
+            code: "invalid_request" | "unauthorized" | "not_found" | "method_not_allowed" | "request_timeout" | "gone" | "payload_too_large" | "unsupported_media_type" | "expectation_failed" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "unavailable";
             /** @description Human-readable description; for a 400 it names every offending field. */
             message: string;
             /** @description The HTTP status code, repeated. */
@@ -246,7 +246,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Ready to serve */
+            /** @description Ready to serve: the database took a write within a second */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -257,9 +257,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The database does not answer (code: `unavailable`) */
+            /** @description The database cannot read or write now, or did not answer within a second (code: `unavailable`) */
             503: {
                 headers: {
+                    /** @description Seconds to wait before asking again. */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -314,7 +316,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers) (code: `rate_limited`) */
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
             429: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -329,7 +331,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The node is overloaded (event loop lagging or memory high); retry later (code: `unavailable`) */
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -340,7 +342,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Any other error (code: `method_not_allowed`, `internal_error`) */
+            /** @description Any other error (code: `method_not_allowed`, `expectation_failed`, `request_header_fields_too_large`, `internal_error`) */
             default: {
                 headers: {
                     [name: string]: unknown;
@@ -357,6 +359,8 @@ export interface operations {
             header?: {
                 /** @description Makes the request safe to retry: within 24 hours, the same key with the same body returns the first `201` and its pet (with `Idempotent-Replayed: true`) and creates nothing; the same key with another body is a `422`. Keys are scoped to the API key that sent them. 1 to 255 visible ASCII characters, bare or as a Structured Field string (`"…"`); a UUID is a good choice. */
                 "idempotency-key"?: string;
+                /** @description The body's content coding: `gzip`, `deflate` or `br` (or `identity`, or none). A coded body is decoded before parsing, and the body limit applies to its decoded size too (`413`). Any other coding, or a body that does not decode, is `415` with `Accept-Encoding: gzip, deflate, br`. */
+                "content-encoding"?: string;
             };
             path?: never;
             cookie?: never;
@@ -400,7 +404,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than the configured limit (64 KiB by default) (code: `payload_too_large`) */
+            /** @description Body larger than the configured limit (64 KiB by default), once decoded (code: `payload_too_large`) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -409,9 +413,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body is not `application/json` (code: `unsupported_media_type`) */
+            /** @description Body is not `application/json`, or its `Content-Encoding` is not gzip, deflate, br or identity, or it does not decode (code: `unsupported_media_type`) */
             415: {
                 headers: {
+                    /** @description `gzip, deflate, br` when the `Content-Encoding` was refused (RFC 9110 §12.5.3). */
+                    "Accept-Encoding"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -427,7 +433,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers) (code: `rate_limited`) */
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
             429: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -442,7 +448,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The node is overloaded (event loop lagging or memory high); retry later (code: `unavailable`) */
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -453,7 +459,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Any other error (code: `method_not_allowed`, `internal_error`) */
+            /** @description Any other error (code: `method_not_allowed`, `expectation_failed`, `request_header_fields_too_large`, `internal_error`) */
             default: {
                 headers: {
                     [name: string]: unknown;
@@ -541,7 +547,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers) (code: `rate_limited`) */
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
             429: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -556,7 +562,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The node is overloaded (event loop lagging or memory high); retry later (code: `unavailable`) */
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -567,7 +573,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Any other error (code: `method_not_allowed`, `internal_error`) */
+            /** @description Any other error (code: `method_not_allowed`, `expectation_failed`, `request_header_fields_too_large`, `internal_error`) */
             default: {
                 headers: {
                     [name: string]: unknown;

@@ -71,14 +71,15 @@ const EnvSchema = Type.Object({
     minimum: 100,
     maximum: 600_000,
     default: 10_000,
-    description: 'A client must send its request headers within this many ms, or its connection is closed.',
+    description:
+      'A client must send its request headers within this many ms, or it gets 408 request_timeout and is disconnected.',
   }),
   REQUEST_TIMEOUT_MS: Type.Integer({
     minimum: 100,
     maximum: 3_600_000,
     default: 30_000,
     description:
-      'A client must send its whole request (headers and body) within this many ms, or it gets 408 and is disconnected.',
+      'A client must send its whole request (headers and body) within this many ms, or it gets 408 request_timeout and is disconnected.',
   }),
   RATE_LIMIT_PER_SECOND: Type.Number({
     minimum: 0,

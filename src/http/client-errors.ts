@@ -1,31 +1,81 @@
+import { type IncomingMessage, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { ApiError } from './errors.js';
 
-// Codes Node gives a request that ran out of time: the client is not listening, so no answer is owed.
+// Node gives a request that ran out of time (its headers or its whole request) this code.
 const TIMEOUTS = new Set(['ERR_HTTP_REQUEST_TIMEOUT', 'ERR_HTTP_HEADERS_TIMEOUT']);
 
 /**
- * Answers bytes that never became a request (a garbage request line, conflicting Content-Length
- * headers, NUL in a header, an oversized head): Node's parser refuses them before Fastify sees a
- * request, so they get the Error body here, written raw, and the connection is closed.
+ * After answering, the connection is closed for writing at once and dropped this much later. Not at
+ * once: a client still sending (a trickler is) would get a TCP reset, which can destroy the answer
+ * before the client reads it (the "lingering close" of RFC 9112 §9.6).
  */
-export function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
-  if (!socket.writable || error.code === 'ECONNRESET' || TIMEOUTS.has(error.code ?? '')) {
+const LINGER_MS = 2_000;
+
+/** What Node's server keeps on a socket while a response is in progress (it is Node's own check too). */
+type HttpSocket = Socket & { _httpMessage?: { headersSent: boolean } | null };
+
+/**
+ * Answers what never became a complete request: bytes Node's parser refuses before Fastify sees a
+ * request (a garbage request line, conflicting Content-Length headers, NUL in a header, an oversized
+ * head), and a client too slow to send its headers or its whole request (DECISIONS.md "Slow clients":
+ * 408). Each gets the Error body, written raw, and the connection is closed.
+ */
+export function answerClientError(error: NodeJS.ErrnoException, socket: HttpSocket): void {
+  // Nothing to answer: the peer is gone, a response is already on the wire, or (a timeout of a
+  // connection that never sent a byte) nobody asked anything.
+  const timedOut = TIMEOUTS.has(error.code ?? '');
+  if (
+    !socket.writable ||
+    error.code === 'ECONNRESET' ||
+    socket._httpMessage?.headersSent ||
+    (timedOut && socket.bytesRead === 0)
+  ) {
     socket.destroy();
     return;
   }
-  const message =
-    error.code === 'HPE_HEADER_OVERFLOW' ? 'the request head is too large' : 'the request is not valid HTTP';
-  const body = JSON.stringify(new ApiError('invalid_request', message).toBody());
+  answerRaw(socket, timedOut ? new ApiError('request_timeout', timeoutMessage(socket)) : parserError(error));
+}
+
+function timeoutMessage(socket: HttpSocket): string {
+  return socket._httpMessage
+    ? 'the request body did not arrive in time'
+    : 'the request headers did not arrive in time';
+}
+
+function parserError(error: NodeJS.ErrnoException): ApiError {
+  return error.code === 'HPE_HEADER_OVERFLOW'
+    ? new ApiError(
+        'request_header_fields_too_large',
+        'the request head (line and headers) is larger than 16 KiB',
+      )
+    : new ApiError('invalid_request', 'the request is not valid HTTP');
+}
+
+/**
+ * CONNECT asks for a tunnel, which only a proxy gives. Node hands it to a 'connect' listener, or
+ * with none drops the connection without a word; it gets the Error body instead.
+ */
+export function answerConnect(_request: IncomingMessage, socket: Socket): void {
+  answerRaw(socket, new ApiError('invalid_request', 'CONNECT is not supported: this service is not a proxy'));
+}
+
+/** Writes `error` as a complete response straight to the socket, then closes the connection. */
+export function answerRaw(socket: Socket, error: ApiError): void {
+  const body = JSON.stringify(error.toBody());
   socket.end(
     [
-      'HTTP/1.1 400 Bad Request',
+      `HTTP/1.1 ${error.statusCode} ${STATUS_CODES[error.statusCode]}`,
       'Content-Type: application/json; charset=utf-8',
       `Content-Length: ${Buffer.byteLength(body)}`,
       'X-Content-Type-Options: nosniff',
+      ...Object.entries(error.headers).map(([name, value]) => `${name}: ${value}`),
       'Connection: close',
       '',
       body,
     ].join('\r\n'),
   );
+  const linger = setTimeout(() => socket.destroy(), LINGER_MS);
+  linger.unref();
+  socket.once('close', () => clearTimeout(linger));
 }

@@ -99,14 +99,16 @@ export class GuardedServer extends Server {
   #admit(request: IncomingMessage, response: ServerResponse, handler: Handler): void {
     const socket = request.socket;
     const state = this.#connections.get(socket);
-    if (!state) return handler(request, response);
-    if (state.active < MAX_PIPELINED) return this.#run(socket, state, request, response, handler);
-    if (state.waiting.length < MAX_WAITING) {
+    if (!state) {
+      handler(request, response); // not a connection this server accepted
+    } else if (state.active < MAX_PIPELINED) {
+      this.#run(socket, state, request, response, handler);
+    } else if (state.waiting.length < MAX_WAITING) {
       state.waiting.push([request, response]);
       socket.pause();
-      return;
+    } else {
+      socket.destroy();
     }
-    socket.destroy();
   }
 
   #run(

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { IdempotencyKeyReusedError, InvalidCursorError, StorageUnavailableError } from '../domain/errors.js';
+import { ACCEPTED_REQUEST_CODINGS } from './content-coding.js';
 import { setCommonHeaders } from './request-id.js';
 import { ERROR_STATUS, type ErrorBody, type ErrorCode } from './schemas/error.js';
 
@@ -32,8 +33,13 @@ export function unavailable(message: string): ApiError {
   return new ApiError('unavailable', message, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
 }
 
-/** Fastify's own errors, by code, turned into ours. The message of each is ours too: never internals. */
-const FASTIFY_ERRORS: Record<string, [ErrorCode, string]> = {
+const ACCEPT_ENCODING = { 'Accept-Encoding': ACCEPTED_REQUEST_CODINGS };
+
+/**
+ * Fastify's own errors and its plugins', by code, turned into ours. The message of each is ours too:
+ * never internals.
+ */
+const FASTIFY_ERRORS: Record<string, [ErrorCode, string, Record<string, string>?]> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: ['unsupported_media_type', 'request body must be application/json'],
   FST_ERR_CTP_INVALID_TYPE: ['unsupported_media_type', 'request body must be application/json'],
   FST_ERR_CTP_BODY_TOO_LARGE: ['payload_too_large', 'request body is too large'],
@@ -41,6 +47,17 @@ const FASTIFY_ERRORS: Record<string, [ErrorCode, string]> = {
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: ['invalid_request', 'Content-Length does not match the body'],
   FST_ERR_BAD_URL: ['invalid_request', 'the request URL is malformed'],
   FST_ERR_ASYNC_CONSTRAINT: ['invalid_request', 'the request could not be routed'],
+  // @fastify/compress (content-coding.ts): a coding it does not decode, and a body that does not decode.
+  FST_CP_ERR_INVALID_CONTENT_ENCODING: [
+    'unsupported_media_type',
+    'Content-Encoding must be gzip, deflate, br or identity',
+    ACCEPT_ENCODING,
+  ],
+  FST_CP_ERR_INVALID_CONTENT: [
+    'unsupported_media_type',
+    'request body does not decode as its Content-Encoding says',
+    ACCEPT_ENCODING,
+  ],
 };
 
 /** The one mapping from anything thrown while serving a request to an Error body. */
@@ -55,7 +72,7 @@ export function toApiError(error: unknown): ApiError {
   if (fastifyError.validation)
     return new ApiError('invalid_request', fastifyError.message ?? 'invalid request');
   const known = fastifyError.code ? FASTIFY_ERRORS[fastifyError.code] : undefined;
-  if (known) return new ApiError(known[0], known[1]);
+  if (known) return new ApiError(...known);
   const status = fastifyError.statusCode ?? 500;
   if (status >= 400 && status < 500) {
     const code = (Object.keys(ERROR_STATUS) as ErrorCode[]).find((c) => ERROR_STATUS[c] === status);

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { parse } from 'lossless-json';
 import { ApiError } from './errors.js';
+import { continueIfExpected } from './expect.js';
 import { isRepeated } from './request-head.js';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -45,12 +46,15 @@ export function parseJsonBody(body: Buffer): unknown {
 /** Only application/json bodies are accepted (any charset parameter); everything else is 415. */
 export function installJsonBodyParser(app: FastifyInstance, bodyLimit: number): void {
   app.removeAllContentTypeParsers();
-  // preParsing: after every onRequest hook, authentication included.
+  // preParsing: after every onRequest hook, authentication included, and before the body is read.
   // A callback, not an async function: it runs for every request, bodiless ones included.
-  app.addHook('preParsing', (request, _reply, payload, done) => {
+  app.addHook('preParsing', (request, reply, payload, done) => {
     if (request.headers['content-type'] !== undefined && isRepeated(request.raw.rawHeaders, 'content-type')) {
       done(new ApiError('unsupported_media_type', 'send exactly one Content-Type header'));
-    } else done(null, payload);
+      return;
+    }
+    continueIfExpected(request, reply);
+    done(null, payload);
   });
   app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
     try {

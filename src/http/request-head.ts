@@ -1,3 +1,7 @@
+import type { IncomingMessage } from 'node:http';
+import { ApiError } from './errors.js';
+import { unmetExpectation } from './expect.js';
+
 /**
  * Node keeps only the first of repeated Authorization and Content-Type headers, so a request with two
  * would be judged by whichever came first. Such a request is ambiguous: it is refused instead.
@@ -14,4 +18,14 @@ export function isRepeated(rawHeaders: readonly string[], name: string): boolean
     }
   }
   return false;
+}
+
+/** Why a request head is refused before anything else looks at it (authentication included), if it is. */
+export function requestHeadError(raw: IncomingMessage): ApiError | undefined {
+  // HTTP/1.1 requires exactly one Host (RFC 9112 §3.2): Node's own refusal of a missing one would be an
+  // empty 400, and of two it keeps the first.
+  if (raw.headers.host === undefined) return new ApiError('invalid_request', 'a Host header is required');
+  if (isRepeated(raw.rawHeaders, 'host'))
+    return new ApiError('invalid_request', 'send exactly one Host header');
+  return unmetExpectation(raw.headers.expect);
 }

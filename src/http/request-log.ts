@@ -1,8 +1,59 @@
 import { type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 
+const REDACTED = '[redacted]';
 /**
- * One log line per request, written when the response is done: method, URL, status and time. Headers
- * are never logged (so no Authorization value can leak), nor is the incoming-request line.
+ * A parameter name this short is logged even when the operation does not define it (`stauts=…` shows
+ * the typo): no API key is shorter than 16 characters, so a key sent as a bare name is still redacted.
+ */
+const LOGGED_NAME_MAX = 15;
+const NO_PARAMETERS: ReadonlySet<string> = new Set();
+const parametersBySchema = new WeakMap<object, ReadonlySet<string>>();
+
+/** The query parameters the request's operation defines (limit, status and cursor for listPets). */
+function definedParameters(request: FastifyRequest): ReadonlySet<string> {
+  const schema = request.routeOptions.schema?.querystring as { properties?: object } | undefined;
+  if (!schema?.properties) return NO_PARAMETERS;
+  let names = parametersBySchema.get(schema);
+  if (!names) {
+    names = new Set(Object.keys(schema.properties));
+    parametersBySchema.set(schema, names);
+  }
+  return names;
+}
+
+function decodedName(name: string): string {
+  try {
+    return decodeURIComponent(name.replaceAll('+', ' '));
+  } catch {
+    return name;
+  }
+}
+
+/**
+ * The URL as it may be logged: the path, and of the query the values of the parameters the operation
+ * defines. Any other value is redacted: a client that puts its key in the URL (`?api_key=…`) is
+ * refused, and its key must not reach the log either.
+ */
+export function loggableUrl(url: string, defined: ReadonlySet<string>): string {
+  const queryAt = url.indexOf('?');
+  if (queryAt < 0) return url;
+  const parameters = url
+    .slice(queryAt + 1)
+    .split('&')
+    .map((parameter) => {
+      const equals = parameter.indexOf('=');
+      const name = equals < 0 ? parameter : parameter.slice(0, equals);
+      if (defined.has(decodedName(name))) return parameter;
+      const shownName = name.length <= LOGGED_NAME_MAX ? name : REDACTED;
+      return equals < 0 ? shownName : `${shownName}=${REDACTED}`;
+    });
+  return `${url.slice(0, queryAt + 1)}${parameters.join('&')}`;
+}
+
+/**
+ * One log line per request, written when the response is done: method, URL (query values redacted
+ * but for the operation's own parameters), status and time. Headers are never logged (so no
+ * Authorization value can leak), nor is the incoming-request line.
  */
 export class RequestLog extends LogController {
   readonly #logSuccesses: boolean;
@@ -23,7 +74,7 @@ export class RequestLog extends LogController {
     if (!error && !this.#logSuccesses) return;
     const line = {
       method: request.method,
-      url: request.url,
+      url: loggableUrl(request.url, definedParameters(request)),
       statusCode: reply.statusCode,
       ms: Math.round(reply.elapsedTime * 100) / 100,
     };

@@ -103,19 +103,32 @@ export function createValidatorCompiler(
   };
 }
 
+/** How many unknown properties (or parameters) a 400 names before it only counts the rest. */
+const UNKNOWN_NAMED = 5;
+
 /**
  * One sentence naming every offending field and why, e.g.
  * `categoryId must be an integer; status must be one of available, pending, sold`.
  */
 export function describeValidationErrors(errors: readonly ErrorObject[], httpPart: string): string {
   const subject = httpPart === 'body' ? 'request body' : httpPart;
-  const sentences = errors.map((error) => {
+  const unknown = httpPart === 'body' ? 'property' : 'parameter';
+  // The first few unknown properties are named and the rest counted: 6,500 of them in a 64 KiB body
+  // would otherwise make a 200 KB message.
+  const unknownCount = errors.filter((error) => error.keyword === 'additionalProperties').length;
+  let unknownSeen = 0;
+  const sentences = errors.flatMap((error) => {
+    if (error.keyword === 'additionalProperties' && ++unknownSeen > UNKNOWN_NAMED) {
+      return unknownSeen === UNKNOWN_NAMED + 1
+        ? `and ${unknownCount - UNKNOWN_NAMED} more unknown ${unknown === 'property' ? 'properties' : 'parameters'}`
+        : [];
+    }
     const field = error.instancePath.slice(1).replaceAll('/', '.') || subject;
     switch (error.keyword) {
       case 'required':
         return `${error.params.missingProperty} is required`;
       case 'additionalProperties':
-        return `${error.params.additionalProperty || '(empty name)'} is not a known ${httpPart === 'body' ? 'property' : 'parameter'}`;
+        return `${error.params.additionalProperty || '(empty name)'} is not a known ${unknown}`;
       case 'type':
         return `${field} must be ${/^[aeiou]/.test(error.params.type) ? 'an' : 'a'} ${error.params.type}`;
       case 'enum':

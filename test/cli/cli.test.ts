@@ -197,7 +197,7 @@ class RawConnection {
 
 /**
  * Begins `POST /v1/pets` and stops halfway through its body. It asks for `100 Continue` and waits for
- * it: Node sends it as it hands the request to the router, so the request is known to be in flight.
+ * it: the service sends it once the request is authenticated, so the request is known to be in flight.
  */
 async function beginCreatePet(
   t: TestContext,

@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import { INT64_MAX, INT64_MIN, PET_STATUSES, type Pet } from '../../src/domain/pet.js';
-import { petBatches } from '../../src/storage/copy-data.js';
+import { compareData, petBatches } from '../../src/storage/copy-data.js';
 import type { ApiKeyRecord, Storage } from '../../src/storage/storage.js';
-import { backends, sqlite, type TestDatabase } from '../support/backends.js';
+import { after, backends, before, sqlite, type TestDatabase, test } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 
 const PET_COUNT = 3_000;
@@ -37,6 +36,13 @@ const seedKeys: ApiKeyRecord[] = [
   },
 ];
 
+/** The report's line for a table whose every source row is in the target. */
+const allInTarget = (table: string, source: number, onlyInTarget: number) =>
+  new RegExp(
+    `^${table}: ${source} in the source, all in the target; ${onlyInTarget} only in the target \\(kept\\)$`,
+    'm',
+  );
+
 async function allPets(storage: Storage): Promise<Pet[]> {
   const pets: Pet[] = [];
   for await (const batch of petBatches(storage, 1_000)) pets.push(...batch);
@@ -44,7 +50,7 @@ async function allPets(storage: Storage): Promise<Pet[]> {
 }
 
 for (const backend of backends) {
-  describe(`petstore migrate-data from SQLite to ${backend.name}`, () => {
+  backend.describe(`petstore migrate-data from SQLite to ${backend.name}`, () => {
     const databases: TestDatabase[] = [];
     const opened: Storage[] = [];
     let source: TestDatabase;
@@ -74,10 +80,17 @@ for (const backend of backends) {
     test('when a few thousand pets are copied, then every field of every pet and key arrives unchanged', async () => {
       const run = await migrateData(target);
       assert.equal(run.code, 0, run.stderr);
-      assert.match(run.stdout, /^pets: source 3000 \(sha256 (\w+)\), target 3000 \(sha256 \1\): identical$/m);
-      assert.match(run.stdout, /^api keys: source 2 .*: identical$/m);
+      assert.match(run.stdout, allInTarget('pets', 3000, 0));
+      assert.match(run.stdout, allInTarget('api keys', 2, 0));
       assert.match(run.stderr, /^pets: 3000 of 3000 read \(100%\), 3000 written, 0 already there$/m);
       assert.doesNotMatch(run.stderr, /\r/, 'plain lines when the output is not a terminal');
+      // Not a terminal: each progress line once, the last figures of keys and of pets included.
+      const lines = run.stderr.split('\n').filter(Boolean);
+      assert.deepEqual(
+        lines.filter((line, i) => lines.indexOf(line) !== i),
+        [],
+        `a line is printed twice:\n${run.stderr}`,
+      );
 
       const copied = await open(target);
       assert.deepEqual(await allPets(copied), seedPets);
@@ -85,11 +98,11 @@ for (const backend of backends) {
       assert.equal(await copied.apiKeys.findActiveByHash('b'.repeat(64)), undefined, 'still revoked');
     });
 
-    test('when it runs again, then nothing is copied twice and both sides stay identical', async () => {
+    test('when it runs again, then nothing is copied twice and identical pets count as already there', async () => {
       const run = await migrateData(target);
       assert.equal(run.code, 0, run.stderr);
       assert.match(run.stderr, /^pets: 3000 of 3000 read \(100%\), 0 written, 3000 already there$/m);
-      assert.match(run.stdout, /^both databases hold the same pets and API keys$/m);
+      assert.match(run.stdout, /^every pet and API key of the source is in the target$/m);
 
       const copied = await open(target);
       assert.deepEqual(await allPets(copied), seedPets);
@@ -102,6 +115,46 @@ for (const backend of backends) {
       assert.ok(pet.id > (seedPets.at(-1) as Pet).id, `new id ${pet.id}`);
     });
 
+    test('when it runs again after the switch, with pets created on the target only, then it keeps them and exits 0', async () => {
+      const run = await migrateData(target);
+      assert.equal(run.code, 0, `${run.stdout}\n${run.stderr}`);
+      assert.match(run.stdout, allInTarget('pets', 3000, 1));
+      assert.match(run.stdout, allInTarget('api keys', 2, 0));
+      assert.match(run.stdout, /^every pet and API key of the source is in the target$/m);
+    });
+
+    test('when it runs again after both sides took pets and one id was taken on both, then it copies the others, names the conflict, overwrites nothing and exits 1', async () => {
+      const copied = await open(target);
+      const [squatter] = (await allPets(copied)).slice(-1) as [Pet];
+      // The old service went on taking pets, and gave out the id the target gave out too.
+      const late: Pet[] = [
+        { id: squatter.id, name: 'late on SQLite 1', categoryId: 7n, status: 'available' },
+        { id: squatter.id + 1n, name: 'late on SQLite 2', categoryId: 8n, status: 'pending' },
+        { id: squatter.id + 2n, name: 'late on SQLite 3', categoryId: 9n, status: 'sold' },
+      ];
+      await (await open(source)).pets.importBatch(late);
+
+      const run = await migrateData(target);
+      assert.equal(run.code, 1, `${run.stdout}\n${run.stderr}`);
+      assert.match(run.stderr, /^pets: 3003 of 3003 read \(100%\), 2 written, 3001 already there$/m);
+      assert.match(
+        run.stdout,
+        /^pets: 3003 in the source, 3002 in the target, 1 CONFLICTING; 0 only in the target \(kept\)$/m,
+      );
+      assert.ok(
+        run.stdout.includes(
+          `conflict: pet ${squatter.id} is {"name":"late on SQLite 1","categoryId":"7","status":"available"} in the source but {"name":"first after the move","categoryId":"1","status":"sold"} in the target; the target's was kept\n`,
+        ),
+        run.stdout,
+      );
+      assert.match(
+        run.stderr,
+        /1 pet of the source was not copied: its id holds a different pet in the target \(listed above\); nothing was overwritten/,
+      );
+      assert.deepEqual(await copied.pets.findById(squatter.id), squatter, 'never overwritten');
+      for (const pet of late.slice(1)) assert.deepEqual(await copied.pets.findById(pet.id), pet, 'copied');
+    });
+
     test('when the target holds a different pet under a copied id, then it says so and exits non-zero', async () => {
       const conflicting = await backend.create();
       databases.push(conflicting);
@@ -111,13 +164,57 @@ for (const backend of backends) {
 
       const run = await migrateData(conflicting);
       assert.equal(run.code, 1, run.stderr);
-      assert.match(run.stdout, /^pets: source 3000 .*, target 3000 .*: DIFFERENT$/m);
-      assert.match(run.stderr, /the databases differ after copying \(pets\)/);
+      assert.match(
+        run.stdout,
+        /^pets: 3003 in the source, 3002 in the target, 1 CONFLICTING; 0 only in the target \(kept\)$/m,
+      );
+      assert.match(
+        run.stdout,
+        new RegExp(
+          `^conflict: pet ${squatter.id} is .* in the source but \\{"name":"not the same pet",`,
+          'm',
+        ),
+      );
       assert.deepEqual(
         await storage.pets.findById(squatter.id),
         squatter,
         'an existing pet is never overwritten',
       );
+    });
+
+    test('when more than 100 ids conflict, then 100 are listed one per line and the rest counted', async () => {
+      const crowded = await backend.create();
+      databases.push(crowded);
+      const storage = await open(crowded);
+      await storage.pets.importBatch(
+        seedPets.slice(0, 150).map((pet) => ({ ...pet, name: `other ${pet.id}` })),
+      );
+
+      const run = await migrateData(crowded);
+      assert.equal(run.code, 1, run.stderr);
+      const conflicts = run.stdout.split('\n').filter((line) => line.startsWith('conflict: pet '));
+      assert.equal(conflicts.length, 100);
+      assert.match(
+        conflicts[0] as string,
+        /^conflict: pet 1 is \{"name":"pet 0",.*\} in the source but \{"name":"other 1",/,
+      );
+      assert.match(run.stdout, /^… and 50 more conflicting pets, not listed$/m);
+      assert.match(
+        run.stderr,
+        /150 pets of the source were not copied: their ids hold different pets in the target/,
+      );
+    });
+
+    test('when the source holds pets the target lacks (they arrived during a copy), then the comparison counts them as missing', async () => {
+      const empty = await backend.create();
+      databases.push(empty);
+      const comparison = await compareData(await open(source), await open(empty), {
+        batchSize: 700,
+        maxListed: 10,
+      });
+      assert.equal(comparison.pets.missing, comparison.pets.source);
+      assert.equal(comparison.apiKeys.missing, 2);
+      assert.equal(comparison.pets.inTarget + comparison.pets.conflicts + comparison.pets.onlyInTarget, 0);
     });
   });
 }

@@ -27,3 +27,12 @@ test('when the output is not a terminal, then progress is plain lines with no co
   progress.update('3 of 3', true);
   assert.equal(text(), '1 of 3\n3 of 3\n');
 });
+
+test('when the output is not a terminal and the last figures were already written, then ending the line does not repeat them', () => {
+  const { stream, text } = capture(false);
+  const progress = new ProgressLine(stream);
+  progress.update('keys: 2 of 2');
+  progress.update('keys: 2 of 2', true);
+  progress.update('pets: 3 of 3', true);
+  assert.equal(text(), 'keys: 2 of 2\npets: 3 of 3\n');
+});

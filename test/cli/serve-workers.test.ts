@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
-import { after, before, describe, test } from 'node:test';
-import { backends, type TestDatabase } from '../support/backends.js';
+import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
 import { CliProcess, jsonLines, poll } from '../support/cli.js';
 
 interface Answer {
@@ -45,7 +44,7 @@ const isAlive = (pid: number) => {
 };
 
 for (const backend of backends) {
-  describe(`petstore serve --workers 2 (${backend.name})`, () => {
+  backend.describe(`petstore serve --workers 2 (${backend.name})`, () => {
     let database: TestDatabase;
     let serve: CliProcess;
     let url: string;

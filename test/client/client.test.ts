@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import { type Pet, PetstoreClient, PetstoreError } from '../../src/client/index.js';
-import { backends } from '../support/backends.js';
+import { after, backends, before, test } from '../support/backends.js';
 import { startTestServer, TEST_KEY, type TestServer } from '../support/test-server.js';
 
 for (const backend of backends) {
-  describe(`typed client (${backend.name})`, () => {
+  backend.describe(`typed client (${backend.name})`, () => {
     let server: TestServer;
     let client: PetstoreClient;
     before(async () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, describe, type TestContext, test } from 'node:test';
-import { backends } from '../support/backends.js';
+import type { TestContext } from 'node:test';
+import { after, backends, test } from '../support/backends.js';
 import { killAllCliProcesses, type ServeProcess, startServe } from '../support/cli.js';
 import { storedPets } from '../support/db-inspect.js';
 import { parseExact } from '../support/raw-json.js';
@@ -64,7 +64,7 @@ async function listAll(url: string): Promise<PetText[]> {
 }
 
 for (const backend of backends) {
-  describe(`crash durability (${backend.name})`, () => {
+  backend.describe(`crash durability (${backend.name})`, () => {
     for (const killAfter of [5, 50, 200]) {
       test(`when the server is killed with SIGKILL after ${killAfter} acknowledged concurrent creates, then after a restart every pet answered 201 is there intact and none twice`, async (t) => {
         const database = await backend.create();

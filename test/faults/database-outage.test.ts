@@ -1,11 +1,19 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { Writable } from 'node:stream';
-import { after, before, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import pino from 'pino';
-import { backends, POSTGRES_TEST_URL, postgres, sqlite, type TestDatabase } from '../support/backends.js';
+import {
+  after,
+  before,
+  describe,
+  POSTGRES_TEST_URL,
+  postgres,
+  sqlite,
+  type TestDatabase,
+  test,
+} from '../support/backends.js';
 import { type ServeProcess, startServe, type TempDatabase, tempDatabase } from '../support/cli.js';
 import { queryDatabase } from '../support/db-inspect.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
@@ -48,9 +56,7 @@ const APPLICATION_NAME = `petstore-outage-${process.pid}`;
 
 const NEW_PET = { name: 'Rex', categoryId: 1 };
 
-describe('a PostgreSQL that stalls, goes away and comes back', {
-  skip: !backends.includes(postgres) && 'PostgreSQL is not reachable',
-}, () => {
+postgres.describe('a PostgreSQL that stalls, goes away and comes back', () => {
   let database: TestDatabase;
   let proxy: TcpProxy;
   let server: TestServer;

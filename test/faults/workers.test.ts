@@ -2,8 +2,15 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { createServer } from 'node:net';
-import { after, before, describe, test } from 'node:test';
-import { backends, POSTGRES_TEST_URL, postgres, type TestDatabase } from '../support/backends.js';
+import {
+  after,
+  before,
+  describe,
+  POSTGRES_TEST_URL,
+  postgres,
+  type TestDatabase,
+  test,
+} from '../support/backends.js';
 import {
   CliProcess,
   killAllCliProcesses,
@@ -158,9 +165,7 @@ describe('serve --workers 2 on SQLite, with workers killed', () => {
   });
 });
 
-describe('serve --workers 2 on PostgreSQL, with the database away and a worker killed', {
-  skip: !backends.includes(postgres) && 'PostgreSQL is not reachable',
-}, () => {
+postgres.describe('serve --workers 2 on PostgreSQL, with the database away and a worker killed', () => {
   let database: TestDatabase;
   let proxy: TcpProxy;
   let serve: CliProcess;

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import {
   ApiKeyVerifier,
   newApiKey,
@@ -7,14 +6,14 @@ import {
   REFUSED_KEY_TTL_MS,
 } from '../../src/domain/api-keys.js';
 import type { ApiKeyStore } from '../../src/storage/storage.js';
-import { backends } from '../support/backends.js';
+import { after, backends, before, describe, test } from '../support/backends.js';
 import { startTestServer, TEST_KEY, type TestServer } from '../support/test-server.js';
 
 const FAILURES_PER_MINUTE = 5;
 const BAD_KEY = 'pst_not-a-key-0123456789';
 
 for (const backend of backends) {
-  describe(`refused keys (${backend.name})`, () => {
+  backend.describe(`refused keys (${backend.name})`, () => {
     let server: TestServer;
     before(async () => {
       server = await startTestServer({ backend });

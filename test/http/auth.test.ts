@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
-import { after, before, describe, test } from 'node:test';
 import { hashApiKey, newApiKey } from '../../src/domain/api-keys.js';
-import { backends } from '../support/backends.js';
+import { after, backends, before, test } from '../support/backends.js';
 import { startTestServer, TEST_KEY, type TestResponse, type TestServer } from '../support/test-server.js';
 
 const REALM = 'Bearer realm="animal-store"';
@@ -30,7 +29,7 @@ const withAuthorization = (server: TestServer, value: string | null, path = '/v1
   );
 
 for (const backend of backends) {
-  describe(`authentication (${backend.name})`, () => {
+  backend.describe(`authentication (${backend.name})`, () => {
     let server: TestServer;
     let petId: number;
     before(async () => {
@@ -195,7 +194,7 @@ for (const backend of backends) {
     }
   });
 
-  describe(`authentication with PETSTORE_API_KEYS (${backend.name})`, () => {
+  backend.describe(`authentication with PETSTORE_API_KEYS (${backend.name})`, () => {
     const first = 'first-env-key-0123456789';
     const second = 'second-env-key-abcdefghij';
     let server: TestServer;

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { backends } from '../support/backends.js';
+import { after, backends, before, test } from '../support/backends.js';
 import { assertError, exactInt, parseExact, rawRequest } from '../support/raw-json.js';
 import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
 
@@ -67,7 +66,7 @@ async function assertCreated(
 }
 
 for (const backend of backends) {
-  describe(`createPet: accepted bodies (${backend.name})`, () => {
+  backend.describe(`createPet: accepted bodies (${backend.name})`, () => {
     let server: TestServer;
     before(async () => {
       server = await startTestServer({ backend, now: BEFORE_SUNSET });
@@ -202,7 +201,7 @@ for (const backend of backends) {
     });
   });
 
-  describe(`createPet: refused requests store nothing (${backend.name})`, () => {
+  backend.describe(`createPet: refused requests store nothing (${backend.name})`, () => {
     let server: TestServer;
     /** The list as it stood before any refused request: one seeded pet. */
     let seededList: string;
@@ -691,7 +690,7 @@ for (const backend of backends) {
     }
   });
 
-  describe(`createPet with PUBLIC_BASE_URL set (${backend.name})`, () => {
+  backend.describe(`createPet with PUBLIC_BASE_URL set (${backend.name})`, () => {
     let server: TestServer;
     before(async () => {
       server = await startTestServer({
@@ -713,7 +712,7 @@ for (const backend of backends) {
     });
   });
 
-  describe(`createPet with BODY_LIMIT=1024 (${backend.name})`, () => {
+  backend.describe(`createPet with BODY_LIMIT=1024 (${backend.name})`, () => {
     let server: TestServer;
     before(async () => {
       server = await startTestServer({ backend, now: BEFORE_SUNSET, env: { BODY_LIMIT: '1024' } });

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { backends } from '../support/backends.js';
+import { after, backends, before, test } from '../support/backends.js';
 import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
 
 interface ErrorBody {
@@ -38,7 +37,7 @@ function assertRevealsNoInternals(message: string, databasePath: string): void {
 }
 
 for (const backend of backends) {
-  describe(`errors and routing (${backend.name})`, () => {
+  backend.describe(`errors and routing (${backend.name})`, () => {
     let server: TestServer;
     let petId: number;
     before(async () => {
@@ -162,7 +161,7 @@ for (const backend of backends) {
     });
   });
 
-  describe(`internal errors (${backend.name})`, () => {
+  backend.describe(`internal errors (${backend.name})`, () => {
     let server: TestServer;
     before(async () => {
       server = await startTestServer({ backend });

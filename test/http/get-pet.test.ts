@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { backends } from '../support/backends.js';
+import { after, backends, before, test } from '../support/backends.js';
 import { assertError, exactInt, rawRequest } from '../support/raw-json.js';
 import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
 
@@ -46,7 +45,7 @@ async function create(server: TestServer, json: string): Promise<{ id: number; t
 }
 
 for (const backend of backends) {
-  describe(`getPet (${backend.name})`, () => {
+  backend.describe(`getPet (${backend.name})`, () => {
     let server: TestServer;
     let rex: { id: number; text: string };
     before(async () => {
@@ -187,7 +186,7 @@ for (const backend of backends) {
     });
   });
 
-  describe(`getPet around its sunset (${backend.name})`, () => {
+  backend.describe(`getPet around its sunset (${backend.name})`, () => {
     let server: TestServer;
     let clock = BEFORE_SUNSET;
     let rex: { id: number; text: string };
@@ -244,7 +243,7 @@ for (const backend of backends) {
     });
   });
 
-  describe(`getPet with PUBLIC_BASE_URL set (${backend.name})`, () => {
+  backend.describe(`getPet with PUBLIC_BASE_URL set (${backend.name})`, () => {
     let server: TestServer;
     let rex: { id: number; text: string };
     before(async () => {

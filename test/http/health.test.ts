@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { backends } from '../support/backends.js';
+import { after, backends, before, test } from '../support/backends.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
 for (const backend of backends) {
-  describe(`health probes (${backend.name})`, () => {
+  backend.describe(`health probes (${backend.name})`, () => {
     let server: TestServer;
     before(async () => {
       server = await startTestServer({ backend });

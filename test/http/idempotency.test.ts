@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import { hashApiKey } from '../../src/domain/api-keys.js';
-import { backends, type TestDatabase } from '../support/backends.js';
+import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
 import { queryDatabase } from '../support/db-inspect.js';
 import { startTestServer, TEST_KEY, type TestServer } from '../support/test-server.js';
 
@@ -27,7 +26,7 @@ const storedRecords = (database: TestDatabase) =>
   queryDatabase(database.url, 'SELECT * FROM idempotency_keys');
 
 for (const backend of backends) {
-  describe(`createPet with Idempotency-Key (${backend.name})`, () => {
+  backend.describe(`createPet with Idempotency-Key (${backend.name})`, () => {
     let server: TestServer;
     before(async () => {
       server = await startTestServer({

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { backends } from '../support/backends.js';
+import { after, backends, before, describe, test } from '../support/backends.js';
 import { createPets, cursorOf, nextHref, type PetBody, toPath, walkPages } from '../support/paging.js';
 import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
 
@@ -33,7 +32,7 @@ function replaceCharAt(text: string, index: number): string {
 }
 
 for (const backend of backends) {
-  describe(`listPets (${backend.name})`, () => {
+  backend.describe(`listPets (${backend.name})`, () => {
     describe('on an empty store', () => {
       let server: TestServer;
       before(async () => {

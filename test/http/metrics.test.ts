@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { backends } from '../support/backends.js';
+import { after, backends, before, test } from '../support/backends.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
 /** The value of one sample line of a Prometheus text exposition, or undefined. */
@@ -15,7 +14,7 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
 }
 
 for (const backend of backends) {
-  describe(`metrics (${backend.name})`, () => {
+  backend.describe(`metrics (${backend.name})`, () => {
     let server: TestServer;
     before(async () => {
       server = await startTestServer({ backend });

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { ERROR_STATUS } from '../../src/http/schemas/error.js';
-import { backends } from '../support/backends.js';
+import { after, backends, before, test } from '../support/backends.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
 type Json = Record<string, unknown>;
@@ -11,6 +10,7 @@ interface Parameter {
   name: string;
   in: string;
   required?: boolean;
+  description?: string;
   schema: Json;
 }
 
@@ -84,7 +84,7 @@ const statusCodes = (op: Operation) =>
     .sort();
 
 for (const backend of backends) {
-  describe(`OpenAPI document (${backend.name})`, () => {
+  backend.describe(`OpenAPI document (${backend.name})`, () => {
     let server: TestServer;
     let doc: Json;
     before(async () => {
@@ -142,6 +142,16 @@ for (const backend of backends) {
       assert.equal(operation(doc, 'getPet').operation.deprecated, true);
       assert.notEqual(operation(doc, 'listPets').operation.deprecated, true);
       assert.notEqual(operation(doc, 'createPet').operation.deprecated, true);
+    });
+
+    test('when createPet is read, then it documents the Content-Encoding request header and Accept-Encoding on its 415', () => {
+      const { operation: op } = operation(doc, 'createPet');
+      const coding = op.parameters?.find((p) => p.in === 'header' && p.name === 'content-encoding');
+      assert.ok(coding, 'a content-encoding header parameter');
+      assert.equal(coding.schema.type, 'string');
+      assert.match(String(coding.description), /`gzip`, `deflate` or `br`/);
+      assert.ok(op.responses['415']?.headers?.['Accept-Encoding'], '415 documents Accept-Encoding');
+      assert.ok(op.responses['413'], '413 documented');
     });
 
     test('when the Error schema is read, then its code enum is exactly the keys of ERROR_STATUS', () => {
@@ -267,7 +277,7 @@ for (const backend of backends) {
     });
   });
 
-  describe(`OpenAPI servers with base addresses (${backend.name})`, () => {
+  backend.describe(`OpenAPI servers with base addresses (${backend.name})`, () => {
     test('when PUBLIC_BASE_URL and STAGING_BASE_URL are set, then servers lists /v1, production, staging in that order', async () => {
       const server = await startTestServer({
         backend,

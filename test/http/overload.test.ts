@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { backends } from '../support/backends.js';
+import { after, backends, before, test } from '../support/backends.js';
 import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
 
 /** Asks until an answer is not 200 (under-pressure samples once a second); bounded to 100 tries. */
@@ -32,7 +31,7 @@ const assertUnavailable = (res: TestResponse) => {
 };
 
 for (const backend of backends) {
-  describe(`overload: memory above its threshold (${backend.name})`, () => {
+  backend.describe(`overload: memory above its threshold (${backend.name})`, () => {
     let server: TestServer;
     before(async () => {
       // 1 MiB: any live process is above it, so the node is "under pressure" from its first sample on.
@@ -57,7 +56,7 @@ for (const backend of backends) {
     });
   });
 
-  describe(`overload: event loop lagging (${backend.name})`, () => {
+  backend.describe(`overload: event loop lagging (${backend.name})`, () => {
     let server: TestServer;
     before(async () => {
       server = await startTestServer({ backend, env: { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '1' } });

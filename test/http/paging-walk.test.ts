@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { backends } from '../support/backends.js';
+import { after, backends, before, test } from '../support/backends.js';
 import { createPets, cycleStatus, type PetBody, walkPages } from '../support/paging.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
@@ -74,7 +73,7 @@ function assertWalk(pages: PetBody[][], initial: PetBody[], during: PetBody[]): 
 }
 
 for (const backend of backends) {
-  describe(`paging walk under concurrent creation (${backend.name})`, () => {
+  backend.describe(`paging walk under concurrent creation (${backend.name})`, () => {
     let server: TestServer;
     before(async () => {
       server = await startTestServer({ backend });

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { Writable } from 'node:stream';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
-import { backends } from '../support/backends.js';
+import pino from 'pino';
+import { after, backends, before, test } from '../support/backends.js';
 import { rawRequest } from '../support/raw-json.js';
 import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
 
@@ -14,6 +16,14 @@ import { startTestServer, type TestResponse, type TestServer } from '../support/
  */
 
 const NUM_RUNS = 120;
+
+/** The request content codings the service decodes (DECISIONS.md), and how to encode a body in each. */
+const ENCODERS: Record<string, (body: Buffer) => Buffer> = {
+  gzip: (body) => gzipSync(body),
+  deflate: (body) => deflateSync(body),
+  br: (body) => brotliCompressSync(body),
+  identity: (body) => body,
+};
 
 type Json = Record<string, unknown>;
 /** A pet with every value as text, so int64 values compare exactly. */
@@ -214,14 +224,27 @@ function parameterPart(doc: Json, raw: Json): fc.Arbitrary<Part> {
 }
 
 for (const backend of backends) {
-  describe(`properties of requests generated from the OpenAPI document (${backend.name})`, () => {
+  backend.describe(`properties of requests generated from the OpenAPI document (${backend.name})`, () => {
     let server: TestServer;
     let doc: Json;
     /** The store as it must be, in id order. */
     const model: PetText[] = [];
 
+    /** The service's log lines, as JSON. */
+    const logLines: Json[] = [];
+
     before(async () => {
-      server = await startTestServer({ backend, now: () => new Date('2027-01-01T00:00:00Z') });
+      const sink = new Writable({
+        write(chunk, _encoding, done) {
+          for (const line of String(chunk).split('\n').filter(Boolean)) logLines.push(JSON.parse(line));
+          done();
+        },
+      });
+      server = await startTestServer({
+        backend,
+        now: () => new Date('2027-01-01T00:00:00Z'),
+        logger: pino({ level: 'info' }, sink),
+      });
       // The document as served, fetched like any client would.
       const res = await fetch(`${server.url}/v1/openapi.json`);
       assert.equal(res.status, 200);
@@ -260,20 +283,36 @@ for (const backend of backends) {
       return pets;
     }
 
+    /** NewPet bodies derived from the served document, half of them valid: valid ones are rare among random ones. */
+    function newPetBodies() {
+      const newPet = (
+        ((operation('/pets', 'post').requestBody as Json).content as Json)['application/json'] as Json
+      ).schema as Json;
+      const anyBody = objectBody(doc, newPet);
+      return fc.oneof(
+        anyBody,
+        anyBody.filter((body) => body.valid),
+      );
+    }
+
+    /** An accepted body's pet is stored exactly as the body says, with the default status. */
+    function assertStoredAsSent(res: TestResponse, body: { values: Record<string, string> }): PetText {
+      const pet = asText(res.exact<Json>());
+      assert.deepEqual(pet, {
+        id: pet.id,
+        name: body.values.name,
+        categoryId: body.values.categoryId,
+        status: body.values.status ?? 'available',
+      });
+      return pet;
+    }
+
     function assertNo5xx(res: TestResponse, what: string): void {
       assert.ok(res.status < 500, `${what} answered ${res.status}: ${res.text}`);
     }
 
     test('when any NewPet body derived from the document is POSTed, then never a 5xx; a refused one stores nothing and an accepted one reads back identical by id and in the list', async () => {
-      const newPet = (
-        ((operation('/pets', 'post').requestBody as Json).content as Json)['application/json'] as Json
-      ).schema as Json;
-      const anyBody = objectBody(doc, newPet);
-      // Half the bodies are valid ones: valid bodies are rare among random ones.
-      const bodies = fc.oneof(
-        anyBody,
-        anyBody.filter((body) => body.valid),
-      );
+      const bodies = newPetBodies();
       let accepted = 0;
       let refused = 0;
       await fc.assert(
@@ -286,13 +325,7 @@ for (const backend of backends) {
           if (body.valid) {
             accepted++;
             assert.equal(res.status, 201, `${body.text} → ${res.text}`);
-            const pet = asText(res.exact<Json>());
-            assert.deepEqual(pet, {
-              id: pet.id,
-              name: body.values.name,
-              categoryId: body.values.categoryId,
-              status: body.values.status ?? 'available',
-            });
+            const pet = assertStoredAsSent(res, body);
             const read = await rawRequest(server, 'GET', `/v1/pets/${pet.id}`);
             assert.equal(read.status, 200);
             assert.equal(read.text, res.text);
@@ -308,6 +341,52 @@ for (const backend of backends) {
       );
       // Both halves of the property were exercised.
       assert.ok(accepted > 10 && refused > 10, `accepted ${accepted}, refused ${refused}`);
+    });
+
+    test('when any NewPet body is sent in any content coding, then gzip, deflate, br and identity (any case) answer as if it were sent plain, and any other coding is a 415 that stores nothing', async () => {
+      const bodies = newPetBodies();
+      const codings = fc.oneof(
+        fc
+          .constantFrom(...Object.keys(ENCODERS))
+          .chain((coding) =>
+            fc.constantFrom(coding, coding.toUpperCase(), coding[0]?.toUpperCase() + coding.slice(1)),
+          ),
+        fc.constantFrom('x-unknown', 'compress', 'zstd', 'gzip, gzip', 'br, identity'),
+        fc.stringMatching(/^[a-z][a-z0-9-]{0,11}$/).filter((c) => !Object.hasOwn(ENCODERS, c)),
+      );
+      const seen = { decoded: 0, refused: 0 };
+      await fc.assert(
+        fc.asyncProperty(bodies, codings, async (body, coding) => {
+          const before = await walk();
+          const name = coding.toLowerCase();
+          const encode = Object.hasOwn(ENCODERS, name) ? ENCODERS[name] : undefined;
+          const res = await rawRequest(server, 'POST', '/v1/pets', {
+            body: encode ? encode(Buffer.from(body.text)) : Buffer.from(body.text),
+            headers: { 'content-type': 'application/json', 'content-encoding': coding },
+          });
+          assertNo5xx(res, `POST (${coding}) ${body.text}`);
+          if (!encode) {
+            seen.refused++;
+            assert.equal(res.status, 415, `${coding}: ${res.text}`);
+            assert.equal(res.json<Json>().code, 'unsupported_media_type');
+            assert.equal(res.headers.get('accept-encoding'), 'gzip, deflate, br');
+            assert.deepEqual(await walk(), before);
+            return;
+          }
+          seen.decoded++;
+          if (body.valid) {
+            assert.equal(res.status, 201, `${coding} ${body.text} → ${res.text}`);
+            const pet = assertStoredAsSent(res, body);
+            model.push(pet);
+          } else {
+            assert.equal(res.status, 400, `${coding} ${body.text} → ${res.status} ${res.text}`);
+            assert.equal(res.json<Json>().code, 'invalid_request');
+          }
+          assert.deepEqual(await walk(), model);
+        }),
+        { numRuns: NUM_RUNS },
+      );
+      assert.ok(seen.decoded > 10 && seen.refused > 10, JSON.stringify(seen));
     });
 
     test('when any listPets query derived from the document is sent, then never a 5xx; a valid one returns exactly the matching pets and an invalid one a 400 that changes nothing', async () => {
@@ -357,6 +436,60 @@ for (const backend of backends) {
         { numRuns: NUM_RUNS },
       );
       assert.ok(valid > 10 && invalid > 10, `valid ${valid}, invalid ${invalid}`);
+    });
+
+    test('when any listPets query also carries parameters the operation does not define, then 400 naming them, and the log line keeps the values of limit, status and cursor but none of the others', async () => {
+      const params = parameters('/pets', 'get');
+      const defined = new Set(params.map((p) => p.name));
+      const definedPart = fc.tuple(
+        fc.constantFrom(...params),
+        fc.oneof(fc.constantFrom('5', 'sold', 'available', ''), fc.string({ maxLength: 12 })),
+      );
+      // Names a client might put a key under, or any other; values shaped like keys.
+      const unknownName = fc
+        .oneof(
+          fc.constantFrom('api_key', 'access_token', 'key', 'token', 'Limit', 'stauts', 'status[]'),
+          fc.string({ minLength: 1, maxLength: 30 }),
+        )
+        .filter((name) => !defined.has(name));
+      const secret = fc
+        .uint8Array({ minLength: 32, maxLength: 32 })
+        .map((bytes) => `pst_${Buffer.from(bytes).toString('base64url')}`);
+      const queries = fc.record({
+        known: fc.array(definedPart, { maxLength: 3 }),
+        unknown: fc.array(fc.tuple(unknownName, secret), { minLength: 1, maxLength: 4 }),
+      });
+      let count = 0;
+      await fc.assert(
+        fc.asyncProperty(queries, async ({ known, unknown }) => {
+          const pairs: [string, string][] = [
+            ...known.map(([p, v]): [string, string] => [p.name, v]),
+            ...unknown,
+          ];
+          const query = pairs.map(([name, value]) => new URLSearchParams([[name, value]]).toString());
+          const path = `/v1/pets?${query.join('&')}`;
+          const requestId = `query-${++count}`;
+          const res = await rawRequest(server, 'GET', path, { headers: { 'x-request-id': requestId } });
+          assert.equal(res.status, 400, `${path} → ${res.status} ${res.text}`);
+          assert.equal(res.json<Json>().code, 'invalid_request');
+          assert.match(res.json<{ message: string }>().message, /is not a known parameter/);
+          const line = logLines.find((l) => l.requestId === requestId && 'url' in l);
+          assert.ok(line, `no log line for ${path}`);
+          const loggedQuery = String(line.url).split('?')[1]?.split('&');
+          assert.equal(loggedQuery?.length, pairs.length, String(line.url));
+          for (const [i, [name]] of pairs.entries()) {
+            const sent = query[i] as string;
+            const sentName = sent.slice(0, sent.indexOf('='));
+            const expected = defined.has(name)
+              ? sent
+              : `${sentName.length <= 15 ? sentName : '[redacted]'}=[redacted]`;
+            assert.equal(loggedQuery?.[i], expected, `${path} logged as ${line.url}`);
+          }
+          for (const [, value] of unknown)
+            assert.ok(!JSON.stringify(logLines).includes(value), 'a secret was logged');
+        }),
+        { numRuns: NUM_RUNS },
+      );
     });
 
     test('when any getPet petId derived from the document is asked for, then never a 5xx: 200 with the stored pet, 404 for an unknown id, 400 for an invalid one, and nothing changes', async () => {

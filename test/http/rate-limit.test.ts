@@ -2,8 +2,7 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createConnection, createServer } from 'node:net';
-import { after, before, describe, test } from 'node:test';
-import { backends, type TestDatabase } from '../support/backends.js';
+import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
 import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
 
 /** The Redis that CI runs (.ci/run starts it). */
@@ -51,7 +50,7 @@ const fields = (res: TestResponse) => ({
 });
 
 for (const backend of backends) {
-  describe(`rate limits per API key, in memory (${backend.name})`, () => {
+  backend.describe(`rate limits per API key, in memory (${backend.name})`, () => {
     const key = newKey();
     const otherKey = newKey();
     let server: TestServer;
@@ -157,7 +156,7 @@ for (const backend of backends) {
     });
   });
 
-  describe(`rate limits shared through Redis by two nodes (${backend.name})`, () => {
+  backend.describe(`rate limits shared through Redis by two nodes (${backend.name})`, () => {
     let database: TestDatabase;
     const key = newKey();
     let nodes: [TestServer, TestServer];
@@ -202,7 +201,7 @@ for (const backend of backends) {
     });
   });
 
-  describe(`rate limits when Redis is away (${backend.name})`, () => {
+  backend.describe(`rate limits when Redis is away (${backend.name})`, () => {
     test('when REDIS_URL points where nothing listens, then requests are served unlimited and counted as failing open', async () => {
       const port = await freePort();
       const lines: string[] = [];

@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { backends, type TestDatabase } from '../support/backends.js';
+import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
 import {
   type CliResult,
   killAllCliProcesses,
@@ -61,7 +60,7 @@ async function dropPetsTable(url: string): Promise<void> {
 }
 
 for (const backend of backends) {
-  describe(`secrets through a whole run at LOG_LEVEL=trace (${backend.name})`, () => {
+  backend.describe(`secrets through a whole run at LOG_LEVEL=trace (${backend.name})`, () => {
     let database: TestDatabase;
     let server: ServeProcess | undefined;
     let result: CliResult;
@@ -143,6 +142,21 @@ for (const backend of backends) {
         ['key without scheme', '/v1/pets', { auth: firstKey }, 401],
         ['key sent twice in one value', '/v1/pets', { auth: `Bearer ${createdKey} ${createdKey}` }, 401],
         ['no key', '/v1/pets', {}, 401],
+        // Keys put in the URL: refused, and their values never logged.
+        ['key in the query', `/v1/pets?api_key=${firstKey}`, {}, 401],
+        ['key as a query parameter name', `/v1/pets?${neverValid}`, {}, 401],
+        [
+          'key in the query beside a valid key',
+          `/v1/pets?limit=5&access_token=${createdKey}&status=sold`,
+          { auth: bearer(firstKey) },
+          400,
+        ],
+        [
+          'key in the query of an unknown path',
+          `/v1/nothing?key=${firstKey}`,
+          { auth: bearer(firstKey) },
+          404,
+        ],
         ['unknown path with key', '/v1/nothing', { auth: bearer(firstKey) }, 404],
         ['wrong method with key', '/v1/pets', { method: 'DELETE', auth: bearer(firstKey) }, 405],
         ['openapi', '/v1/openapi.json', {}, 200],
@@ -224,6 +238,23 @@ for (const backend of backends) {
       }
       assert.doesNotMatch(logs, /bearer|basic /i);
       assert.doesNotMatch(logs, /"authorization"\s*:\s*"(?!\[redacted\])/i);
+    });
+
+    test('when keys were sent in query strings, then the log keeps the values of the parameters the operation defines and redacts the rest', () => {
+      const urls = result.stdout
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => (JSON.parse(line) as { url?: string }).url)
+        .filter((url): url is string => url?.includes('?') === true);
+      for (const expected of [
+        '/v1/pets?api_key=[redacted]',
+        '/v1/pets?[redacted]',
+        '/v1/pets?limit=5&access_token=[redacted]&status=sold',
+        '/v1/nothing?key=[redacted]',
+        '/v1/pets?limit=5',
+        '/v1/pets?status=sold&limit=3',
+      ])
+        assert.ok(urls.includes(expected), `${expected} is not among the logged URLs:\n${urls.join('\n')}`);
     });
 
     test('when keys were created and revoked, then the api_keys rows hold only SHA-256 hashes and hints, never a secret', async () => {

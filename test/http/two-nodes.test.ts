@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
 import { newApiKey } from '../../src/domain/api-keys.js';
-import { backends, type TestDatabase } from '../support/backends.js';
+import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 import { nextHref, type PetBody, toPath } from '../support/paging.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
@@ -20,7 +19,7 @@ async function refusedBefore(deadline: number, node: TestServer, key: string): P
 }
 
 for (const backend of backends) {
-  describe(`two nodes on one database (${backend.name})`, () => {
+  backend.describe(`two nodes on one database (${backend.name})`, () => {
     let database: TestDatabase;
     let nodes: [TestServer, TestServer];
 

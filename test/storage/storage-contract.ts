@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
-import { afterEach, beforeEach, describe, test } from 'node:test';
 import type { Pet } from '../../src/domain/pet.js';
 import { INT64_MAX, INT64_MIN } from '../../src/domain/pet.js';
 import type { ApiKeyRecord, Storage } from '../../src/storage/storage.js';
-import type { Backend, TestDatabase } from '../support/backends.js';
+import { afterEach, type Backend, beforeEach, type TestDatabase, test } from '../support/backends.js';
 
 const key = (id: string, hash: string): ApiKeyRecord => ({
   id,
@@ -19,7 +18,7 @@ const key = (id: string, hash: string): ApiKeyRecord => ({
  * itself knows nothing of any database.
  */
 export function storageContract(backend: Backend): void {
-  describe(`storage contract (${backend.name})`, () => {
+  backend.describe(`storage contract (${backend.name})`, () => {
     let database: TestDatabase;
     let storage: Storage;
     const opened: Storage[] = [];

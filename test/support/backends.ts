@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { HookFn, HookOptions, TestFn, TestOptions } from 'node:test';
+import * as nodeTest from 'node:test';
 import pg from 'pg';
 import { loadConfig } from '../../src/config/config.js';
 import { openStorage } from '../../src/storage/open-storage.js';
@@ -16,14 +18,61 @@ export interface TestDatabase {
 
 export interface Backend {
   name: string;
+  /** Why this backend's tests cannot run here (they are reported as skipped), or undefined. */
+  unavailable: string | undefined;
   /** A fresh, empty database that no other test sees. */
   create(): Promise<TestDatabase>;
+  /**
+   * `describe` for a suite run on this backend. Where the backend cannot run, the suite is still
+   * declared, with each test in it reported as skipped and the reason, and its hooks not run: so the
+   * totals tell how many tests did not run. Its tests and hooks must come from this module.
+   */
+  describe(name: string, fn: () => void): void;
 }
+
+/** While the suite of a backend that cannot run is being declared: the reason its tests are skipped. */
+let skipping: string | undefined;
+
+function describeOn(this: Backend, name: string, fn: () => void): void {
+  const reason = this.unavailable;
+  nodeTest.describe(name, () => {
+    skipping = reason;
+    try {
+      fn(); // node:test declares a suite's tests synchronously, so `skipping` covers exactly this one
+    } finally {
+      skipping = undefined;
+    }
+  });
+}
+
+/** node:test's `test`, reported as skipped (with the reason) inside a suite of a backend that cannot run. */
+export function test(name: string, fn: TestFn): Promise<void>;
+export function test(name: string, options: TestOptions, fn: TestFn): Promise<void>;
+export function test(name: string, optionsOrFn: TestOptions | TestFn, fn?: TestFn): Promise<void> {
+  if (skipping !== undefined) return nodeTest.test(name, { skip: skipping });
+  return typeof optionsOrFn === 'function'
+    ? nodeTest.test(name, optionsOrFn)
+    : nodeTest.test(name, optionsOrFn, fn);
+}
+
+/** A hook that is not run inside a suite of a backend that cannot run (it would open its database). */
+const skippable =
+  (register: (fn: HookFn, options?: HookOptions) => void) =>
+  (fn: HookFn, options?: HookOptions): void => {
+    if (skipping === undefined) register(fn, options);
+  };
+export const before = skippable(nodeTest.before);
+export const after = skippable(nodeTest.after);
+export const beforeEach = skippable(nodeTest.beforeEach);
+export const afterEach = skippable(nodeTest.afterEach);
+export const { describe } = nodeTest;
 
 const openUrl = (url: string) => openStorage(loadConfig({ DATABASE_URL: url }));
 
 export const sqlite: Backend = {
   name: 'sqlite',
+  unavailable: undefined,
+  describe: describeOn,
   async create() {
     const dir = mkdtempSync(join(tmpdir(), 'petstore-test-'));
     const url = `sqlite:${join(dir, 'petstore.db')}`;
@@ -69,16 +118,21 @@ export const POSTGRES_UNAVAILABLE = await postgresProblem();
 
 /** Printed when the PostgreSQL half is left out, so a green run on SQLite alone is not mistaken for more. */
 export const POSTGRES_NOT_RUN_NOTICE = `
-*** The PostgreSQL half of the tests was NOT run; only SQLite was tested.
+*** The PostgreSQL half of the tests was NOT run (each of its tests is reported as skipped); only SQLite was tested.
 *** ${POSTGRES_UNAVAILABLE}
 *** To run it, start PostgreSQL (e.g. \`pg_ctlcluster <version> main start\`), or point the tests at a
 *** server where the user may create schemas: PETSTORE_TEST_POSTGRES_URL=postgres://user@host:5432/db
 *** On CI (CI=true) an unreachable PostgreSQL fails the run instead.
 `;
 
-/** Each test gets its own schema on the test server, selected through the URL's search_path option. */
+/**
+ * Each test gets its own schema on the test server, selected through the URL's search_path option.
+ * Unreachable off CI, its tests are reported as skipped; on CI they run, and fail.
+ */
 export const postgres: Backend = {
   name: 'postgres',
+  unavailable: POSTGRES_UNAVAILABLE && !ON_CI ? `PostgreSQL was not run: ${POSTGRES_UNAVAILABLE}` : undefined,
+  describe: describeOn,
   async create() {
     if (POSTGRES_UNAVAILABLE)
       throw new Error(`PostgreSQL is required here (CI=true) but ${POSTGRES_UNAVAILABLE}`);
@@ -94,5 +148,5 @@ export const postgres: Backend = {
   },
 };
 
-/** Every backend the suites run against: PostgreSQL too unless it is unreachable off CI. */
-export const backends: Backend[] = POSTGRES_UNAVAILABLE && !ON_CI ? [sqlite] : [sqlite, postgres];
+/** Every backend the suites run against (PostgreSQL's reported as skipped when it is unreachable off CI). */
+export const backends: Backend[] = [sqlite, postgres];

@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 
 /** A response read off the socket byte for byte: nothing between the test and the wire. */
@@ -6,6 +7,8 @@ export interface RawHttpResponse {
   /** Lower-case names; repeated fields joined with ", ". */
   headers: Record<string, string>;
   body: string;
+  /** The body's bytes as sent (a compressed body is not text). */
+  bytes: Buffer;
 }
 
 const DEADLINE_MS = 30_000;
@@ -48,26 +51,53 @@ export function sendRaw(url: string, request: string | Buffer): Promise<RawHttpR
     });
     socket.on('close', () => {
       clearTimeout(timer);
-      const data = Buffer.concat(chunks);
-      const headEnd = data.indexOf('\r\n\r\n');
-      if (headEnd < 0) {
-        reject(new Error(`not an HTTP response: ${JSON.stringify(data.toString('latin1'))}`));
-        return;
+      try {
+        resolve(parseRawResponse(Buffer.concat(chunks)));
+      } catch (error) {
+        reject(error);
       }
-      const [statusLine, ...fields] = data.subarray(0, headEnd).toString('latin1').split('\r\n');
-      const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine ?? '')?.[1]);
-      const headers: Record<string, string> = {};
-      for (const field of fields) {
-        const colon = field.indexOf(':');
-        const name = field.slice(0, colon).trim().toLowerCase();
-        const value = field.slice(colon + 1).trim();
-        headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
-      }
-      let body: Buffer = data.subarray(headEnd + 4);
-      if (/chunked/i.test(headers['transfer-encoding'] ?? '')) body = decodeChunked(body);
-      else if (headers['content-length'] !== undefined)
-        body = body.subarray(0, Number(headers['content-length']));
-      resolve({ status, headers, body: body.toString('utf8') });
     });
   });
+}
+
+/** Reads the first response out of the bytes a server sent; throws when they are not one (e.g. none). */
+export function parseRawResponse(data: Buffer): RawHttpResponse {
+  const headEnd = data.indexOf('\r\n\r\n');
+  if (headEnd < 0) throw new Error(`not an HTTP response: ${JSON.stringify(data.toString('latin1'))}`);
+  const [statusLine, ...fields] = data.subarray(0, headEnd).toString('latin1').split('\r\n');
+  const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine ?? '')?.[1]);
+  const headers: Record<string, string> = {};
+  for (const field of fields) {
+    const colon = field.indexOf(':');
+    const name = field.slice(0, colon).trim().toLowerCase();
+    const value = field.slice(colon + 1).trim();
+    headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
+  }
+  let body: Buffer = data.subarray(headEnd + 4);
+  if (/chunked/i.test(headers['transfer-encoding'] ?? '')) body = decodeChunked(body);
+  else if (headers['content-length'] !== undefined)
+    body = body.subarray(0, Number(headers['content-length']));
+  return { status, headers, body: body.toString('utf8'), bytes: body };
+}
+
+/**
+ * Asserts an Error answer read off the wire: the status, the JSON media type, nosniff, and exactly
+ * {code, message, status}; `message` is checked when given.
+ */
+export function assertRawError(
+  res: RawHttpResponse,
+  status: number,
+  code: string,
+  message?: string | RegExp,
+): void {
+  assert.equal(res.status, status, `status ${res.status}: ${res.body}`);
+  assert.equal(res.headers['content-type'], 'application/json; charset=utf-8', res.body);
+  assert.equal(res.headers['x-content-type-options'], 'nosniff');
+  const body = JSON.parse(res.body) as Record<string, unknown>;
+  assert.deepEqual(Object.keys(body).sort(), ['code', 'message', 'status'], res.body);
+  assert.equal(body.code, code, res.body);
+  assert.equal(body.status, status);
+  assert.ok(typeof body.message === 'string' && body.message.length > 0, res.body);
+  if (typeof message === 'string') assert.equal(body.message, message);
+  else if (message) assert.match(body.message, message);
 }

@@ -3,6 +3,7 @@ import { Type } from 'typebox';
 import { GET_PET_DEPRECATED_AT, GET_PET_SUNSET, isRetired } from '../../domain/deprecation.js';
 import type { IdempotentPetCreation } from '../../domain/idempotency.js';
 import { DEFAULT_PAGE_SIZE, type PetCatalog } from '../../domain/pet-catalog.js';
+import { ContentEncodingHeader } from '../content-coding.js';
 import { ApiError } from '../errors.js';
 import { IdempotencyKeyHeaders, idempotencyKeyOf } from '../idempotency.js';
 import { type Links, linkHeader } from '../links.js';
@@ -21,7 +22,12 @@ const unauthorized = errorResponse('Missing or invalid API key', ['unauthorized'
     description: 'Bearer realm="animal-store", with error="invalid_token" when a key was sent.',
   }),
 });
-const otherErrors = errorResponse('Any other error', ['method_not_allowed', 'internal_error']);
+const otherErrors = errorResponse('Any other error', [
+  'method_not_allowed',
+  'expectation_failed',
+  'request_header_fields_too_large',
+  'internal_error',
+]);
 const retryAfter = Type.String({ description: 'Seconds to wait before trying again.' });
 const rateLimited = errorResponse(
   'Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated ' +
@@ -103,7 +109,10 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
           'JSON types are strict (nothing is coerced), integers must be integer literals, and any property ' +
           'not in NewPet is refused.',
         tags: ['pets'],
-        headers: IdempotencyKeyHeaders,
+        headers: Type.Object(
+          { ...IdempotencyKeyHeaders.properties, 'content-encoding': ContentEncodingHeader },
+          { additionalProperties: true },
+        ),
         body: ref(NewPet),
         response: {
           201: response(
@@ -125,10 +134,20 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
           ]),
           ...limits,
           default: otherErrors,
-          413: errorResponse('Body larger than the configured limit (64 KiB by default)', [
+          413: errorResponse('Body larger than the configured limit (64 KiB by default), once decoded', [
             'payload_too_large',
           ]),
-          415: errorResponse('Body is not `application/json`', ['unsupported_media_type']),
+          415: errorResponse(
+            'Body is not `application/json`, or its `Content-Encoding` is not gzip, deflate, br or identity, or it ' +
+              'does not decode',
+            ['unsupported_media_type'],
+            {
+              'Accept-Encoding': Type.String({
+                description:
+                  '`gzip, deflate, br` when the `Content-Encoding` was refused (RFC 9110 §12.5.3).',
+              }),
+            },
+          ),
         },
       },
     },

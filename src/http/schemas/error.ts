@@ -1,16 +1,24 @@
 import { type Static, Type } from 'typebox';
 
-/** DECISIONS.md: the stable error codes, each with the one HTTP status it travels with. */
+/**
+ * DECISIONS.md: the stable error codes, each with the one HTTP status it travels with. Two are this
+ * service's additions (README, API decisions), for answers HTTP prescribes that no listed code can
+ * carry with its own status: `expectation_failed` (417, RFC 9110 §10.1.1) and
+ * `request_header_fields_too_large` (431, RFC 6585 §5).
+ */
 export const ERROR_STATUS = {
   invalid_request: 400,
   unauthorized: 401,
   not_found: 404,
   method_not_allowed: 405,
+  request_timeout: 408,
   gone: 410,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  expectation_failed: 417,
   idempotency_key_reused: 422,
   rate_limited: 429,
+  request_header_fields_too_large: 431,
   internal_error: 500,
   unavailable: 503,
 } as const;

@@ -1,0 +1,98 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
+import { sqlite } from '../support/backends.js';
+import { type RawHttpResponse, sendRaw } from '../support/raw-http.js';
+import { parseExact } from '../support/raw-json.js';
+import { startTestServer, TEST_KEY, type TestServer } from '../support/test-server.js';
+
+/**
+ * Responses are compressed when the client asks (Accept-Encoding) and the body is at least 1 KiB:
+ * a 100-pet page is, a one-pet page and an Error body are not. Read off the wire, so the bytes are
+ * exactly what was sent.
+ */
+
+const DECODERS: Record<string, (bytes: Buffer) => Buffer> = {
+  gzip: gunzipSync,
+  br: brotliDecompressSync,
+  deflate: inflateSync,
+};
+
+describe('response compression', () => {
+  let server: TestServer;
+  /** The 100-pet page, uncompressed. */
+  let plainPage: RawHttpResponse;
+
+  const get = (path: string, acceptEncoding?: string) =>
+    sendRaw(
+      server.url,
+      `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${TEST_KEY}\r\n${
+        acceptEncoding === undefined ? '' : `Accept-Encoding: ${acceptEncoding}\r\n`
+      }Connection: close\r\n\r\n`,
+    );
+
+  before(async () => {
+    server = await startTestServer({ backend: sqlite });
+    for (let i = 0; i < 100; i++) {
+      const res = await server.request('POST', '/v1/pets', {
+        body: `{"name":"pet ${i}","categoryId":${9007199254740993n + BigInt(i)}}`,
+      });
+      assert.equal(res.status, 201);
+    }
+    plainPage = await get('/v1/pets?limit=100');
+    assert.equal(plainPage.status, 200);
+    assert.ok(plainPage.bytes.length > 1024, `a 100-pet page is ${plainPage.bytes.length} bytes`);
+  });
+  after(() => server.close());
+
+  for (const [acceptEncoding, coding] of [
+    ['gzip', 'gzip'],
+    ['br', 'br'],
+    ['deflate', 'deflate'],
+    ['gzip, deflate, br', 'gzip'],
+    ['br;q=1, gzip;q=0.5', 'br'],
+  ] as const) {
+    test(`when a 100-pet page is asked for with Accept-Encoding: ${acceptEncoding}, then it comes ${coding}-encoded, smaller, and decodes to the exact page`, async () => {
+      const res = await get('/v1/pets?limit=100', acceptEncoding);
+      assert.equal(res.status, 200);
+      assert.equal(res.headers['content-encoding'], coding);
+      assert.match(res.headers.vary ?? '', /accept-encoding/i);
+      assert.equal(res.headers['content-type'], 'application/json; charset=utf-8');
+      assert.equal(res.headers.link, plainPage.headers.link);
+      assert.ok(res.bytes.length < plainPage.bytes.length / 4, `${res.bytes.length} bytes`);
+      const decoded = (DECODERS[coding] as (bytes: Buffer) => Buffer)(res.bytes);
+      assert.deepEqual(decoded, plainPage.bytes);
+      const pets = parseExact<{ categoryId: bigint }[]>(decoded.toString());
+      assert.equal(pets.length, 100);
+      assert.equal(pets[0]?.categoryId, 9007199254740993n, 'int64 beyond 2^53 stays exact');
+    });
+  }
+
+  for (const acceptEncoding of [undefined, 'identity', 'compress', 'gzip;q=0']) {
+    test(`when a 100-pet page is asked for with ${acceptEncoding === undefined ? 'no Accept-Encoding' : `Accept-Encoding: ${acceptEncoding}`}, then it comes unencoded`, async () => {
+      const res = await get('/v1/pets?limit=100', acceptEncoding);
+      assert.equal(res.status, 200);
+      assert.equal(res.headers['content-encoding'], undefined);
+      assert.deepEqual(res.bytes, plainPage.bytes);
+    });
+  }
+
+  test('when a one-pet page (under 1 KiB) is asked for with Accept-Encoding: gzip, then it comes unencoded', async () => {
+    const res = await get('/v1/pets?limit=1', 'gzip');
+    assert.equal(res.status, 200);
+    assert.equal(res.headers['content-encoding'], undefined);
+    assert.ok(res.bytes.length < 1024);
+    assert.equal(parseExact<unknown[]>(res.body).length, 1);
+  });
+
+  test('when an error is answered to a client accepting gzip, then it is the plain Error body', async () => {
+    const res = await get('/v1/pets/999999', 'gzip');
+    assert.equal(res.status, 404);
+    assert.equal(res.headers['content-encoding'], undefined);
+    assert.deepEqual(JSON.parse(res.body), {
+      code: 'not_found',
+      message: 'no animal has this id',
+      status: 404,
+    });
+  });
+});
