@@ -64,6 +64,7 @@ export class ServiceMetrics {
       pets: countFailures(storage.pets, 'pets', this.storageErrors),
       apiKeys: countFailures(storage.apiKeys, 'apiKeys', this.storageErrors),
       idempotency: countFailures(storage.idempotency, 'idempotency', this.storageErrors),
+      schema: storage.schema,
       sharedSecret: (name) => storage.sharedSecret(name),
       ping: () => storage.ping(),
       analyze: () => storage.analyze(),

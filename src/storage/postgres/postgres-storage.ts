@@ -11,6 +11,7 @@ import type {
   PetRecordInput,
   PetStore,
   PoolStats,
+  SchemaVersions,
   Storage,
 } from '../storage.js';
 import { migrate } from './migrations.js';
@@ -60,10 +61,12 @@ export class PostgresStorage implements Storage {
   readonly pets: PostgresPetStore;
   readonly apiKeys: ApiKeyStore;
   readonly idempotency: IdempotencyStore;
+  readonly schema: SchemaVersions;
   readonly #pool: pg.Pool;
 
-  private constructor(pool: pg.Pool) {
+  private constructor(pool: pg.Pool, schema: SchemaVersions) {
     this.#pool = pool;
+    this.schema = schema;
     this.pets = new PostgresPetStore(pool);
     this.apiKeys = new PostgresApiKeyStore(pool);
     this.idempotency = new PostgresIdempotencyStore(pool);
@@ -72,13 +75,14 @@ export class PostgresStorage implements Storage {
   /** Connects and applies pending migrations; rejects when the database cannot be reached. */
   static async open(url: string, options: PostgresOptions): Promise<PostgresStorage> {
     const pool = newPool(url, options);
+    let schema: SchemaVersions;
     try {
-      await migrate(pool);
+      schema = await migrate(pool);
     } catch (error) {
       await pool.end();
       throw error;
     }
-    return new PostgresStorage(pool);
+    return new PostgresStorage(pool, schema);
   }
 
   async sharedSecret(name: string): Promise<Buffer> {

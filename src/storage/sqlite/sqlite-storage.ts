@@ -12,6 +12,7 @@ import type {
   PetListQuery,
   PetRecordInput,
   PetStore,
+  SchemaVersions,
   Storage,
 } from '../storage.js';
 import { SQLITE_MIGRATIONS } from './migrations.js';
@@ -22,6 +23,7 @@ export class SqliteStorage implements Storage {
   readonly pets: SqlitePetStore;
   readonly apiKeys: ApiKeyStore;
   readonly idempotency: IdempotencyStore;
+  readonly schema: SchemaVersions;
   readonly #db: Database.Database;
 
   constructor(path: string) {
@@ -33,7 +35,7 @@ export class SqliteStorage implements Storage {
     // FULL: a commit is on disk before it returns, so a 201 survives a crash the instant after.
     this.#db.pragma('synchronous = FULL');
     this.#db.pragma('foreign_keys = ON');
-    migrate(this.#db);
+    this.schema = migrate(this.#db);
     this.pets = new SqlitePetStore(this.#db);
     this.apiKeys = new SqliteApiKeyStore(this.#db);
     this.idempotency = new SqliteIdempotencyStore(this.#db);
@@ -67,16 +69,19 @@ export class SqliteStorage implements Storage {
   }
 }
 
-function migrate(db: Database.Database): void {
+function migrate(db: Database.Database): SchemaVersions {
   // The version is read inside the write transaction: a process that waited for another's migration
   // then sees it done instead of running it a second time.
-  db.transaction(() => {
-    const applied = db.pragma('user_version', { simple: true }) as number;
-    for (let version = applied; version < SQLITE_MIGRATIONS.length; version++) {
-      db.exec(SQLITE_MIGRATIONS[version] as string);
-      db.pragma(`user_version = ${version + 1}`);
-    }
-  }).immediate();
+  return db
+    .transaction(() => {
+      const applied = db.pragma('user_version', { simple: true }) as number;
+      for (let version = applied; version < SQLITE_MIGRATIONS.length; version++) {
+        db.exec(SQLITE_MIGRATIONS[version] as string);
+        db.pragma(`user_version = ${version + 1}`);
+      }
+      return { from: applied, to: Math.max(applied, SQLITE_MIGRATIONS.length) };
+    })
+    .immediate();
 }
 
 /** A pets row as a raw statement returns it: id, name, category_id, status. */
