@@ -135,7 +135,14 @@ export function registerMetrics(app: FastifyInstance, metrics: ServiceMetrics): 
         security: [],
         servers: [{ url: '/', description: 'Outside /v1' }],
         produces: ['text/plain'],
-        response: { 200: response('Metrics in the Prometheus text format', Type.String()) },
+        response: {
+          200: response(
+            'Metrics in the Prometheus text format',
+            Type.String({
+              examples: ['petstore_http_requests_total{method="GET",route="/v1/pets",status="200"} 42\n'],
+            }),
+          ),
+        },
       },
     },
     async (_request, reply) =>

@@ -4,7 +4,10 @@ import type { Storage } from '../../storage/storage.js';
 import { ApiError } from '../errors.js';
 import { errorResponse, response } from '../schemas/responses.js';
 
-const Status = Type.Object({ status: Type.String() }, { additionalProperties: false });
+/** The probes' body; `example` is what the probe answers when all is well. */
+const Status = (example: string) =>
+  Type.Object({ status: Type.String() }, { additionalProperties: false, examples: [{ status: example }] });
+const NO_DATABASE = 'the database does not answer';
 
 /** Probes for a load balancer or orchestrator; outside /v1 and without a key. */
 export const healthRoutes: FastifyPluginAsync<{ storage: Storage }> = async (app, { storage }) => {
@@ -17,7 +20,7 @@ export const healthRoutes: FastifyPluginAsync<{ storage: Storage }> = async (app
         tags: ['operations'],
         security: [],
         servers: [{ url: '/', description: 'Outside /v1' }],
-        response: { 200: response('The process is up', Status) },
+        response: { 200: response('The process is up', Status('ok')) },
       },
     },
     async () => ({ status: 'ok' }),
@@ -33,8 +36,8 @@ export const healthRoutes: FastifyPluginAsync<{ storage: Storage }> = async (app
         security: [],
         servers: [{ url: '/', description: 'Outside /v1' }],
         response: {
-          200: response('Ready to serve', Status),
-          503: errorResponse('The database does not answer', ['unavailable']),
+          200: response('Ready to serve', Status('ready')),
+          503: errorResponse('The database does not answer', { unavailable: NO_DATABASE }),
         },
       },
     },
@@ -43,7 +46,7 @@ export const healthRoutes: FastifyPluginAsync<{ storage: Storage }> = async (app
         await storage.ping();
       } catch (error) {
         request.log.warn({ err: error }, 'readiness check failed');
-        throw new ApiError('unavailable', 'the database does not answer');
+        throw new ApiError('unavailable', NO_DATABASE);
       }
       return { status: 'ready' };
     },
