@@ -16,7 +16,7 @@ interface BareSpec {
 }
 
 const spec = JSON.parse(process.argv[2] as string) as BareSpec;
-const pool = newPool(spec.url, { poolSize: spec.poolSize });
+const pool = newPool(spec.url, { poolSize: spec.poolSize, timeoutMs: 5_000 });
 const QUERIES = {
   get: () => pool.query(PET_READS.byId(BigInt(1 + Math.floor(Math.random() * spec.size)))),
   list: () => pool.query(PET_READS.page(0n, 21)),

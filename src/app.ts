@@ -1,4 +1,3 @@
-import type { ServerOptions } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { SchemaObject } from 'ajv';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
@@ -9,7 +8,9 @@ import { CursorCodec } from './domain/paging.js';
 import { PetCatalog } from './domain/pet-catalog.js';
 import type { TokenBuckets } from './domain/token-bucket.js';
 import { requireApiKey } from './http/auth.js';
+import { AuthFailureLimiter } from './http/auth-failures.js';
 import { answerClientError } from './http/client-errors.js';
+import { GuardedServer } from './http/connections.js';
 import { registerCors } from './http/cors.js';
 import { registerDocs } from './http/docs.js';
 import { installDraining } from './http/draining.js';
@@ -27,6 +28,7 @@ import { petRoutes } from './http/routes/pets.js';
 import { installRouteFallbacks } from './http/routing.js';
 import { ErrorBody } from './http/schemas/error.js';
 import { PET_SCHEMAS } from './http/schemas/pet.js';
+import { StorageOutage } from './http/storage-outage.js';
 import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
 import type { Storage } from './storage/storage.js';
@@ -49,11 +51,13 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
       ? { loggerInstance: logger as FastifyServerOptions['loggerInstance'] }
       : { logger: (logger as FastifyServerOptions['logger']) ?? (await loggerOptions(config)) }),
     bodyLimit: config.bodyLimit,
-    ...connectionTimeouts(config),
+    serverFactory: httpServer(config),
     return503OnClosing: false, // see installDraining
     logController: new RequestLog(config.logRequests),
     requestIdHeader: false, // taken by genReqId only once validated
     genReqId: requestIdFor,
+    // request.ip: the connecting address, or behind these proxies the client their X-Forwarded-For names.
+    trustProxy: config.trustedProxies.length > 0 ? config.trustedProxies : false,
     // Long enough that any petId reaches its own validation (Node caps a request head at 16 KiB anyway).
     routerOptions: { maxParamLength: 16 * 1024 },
     schemaErrorFormatter: (errors, httpPart) => new Error(describeValidationErrors(errors, httpPart)),
@@ -67,7 +71,7 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
   app.setValidatorCompiler(createValidatorCompiler(SHARED_SCHEMAS));
   installJsonBodyParser(app, config.bodyLimit);
   installErrorHandling(app);
-  installDraining(app);
+  installDraining(app, app.server as GuardedServer);
   installRouteFallbacks(app);
   await registerOpenApi(app, config);
   await registerCors(app, config.corsOrigins);
@@ -84,7 +88,7 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
 
   const metrics = new ServiceMetrics(storage);
   registerMetrics(app, metrics);
-  const store = metrics.instrument(storage);
+  const store = metrics.instrument(storage, new StorageOutage(app.log));
   const links = new Links(config.publicBaseUrl);
   const catalog = new PetCatalog(store.pets, new CursorCodec(await store.sharedSecret('cursor')));
   const verifier = new ApiKeyVerifier(store.apiKeys, config.apiKeys);
@@ -98,7 +102,7 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
     async (v1) => {
       // In this order: shed load before anything costs work, then know the caller, then count it.
       await shedLoad(v1, config);
-      requireApiKey(v1, verifier);
+      requireApiKey(v1, verifier, config.authFailures && new AuthFailureLimiter(config.authFailures));
       if (buckets) limitRequestRate(v1, { buckets, policy: config.rateLimit, metrics });
       await v1.register(petRoutes, { catalog, creations, links, now });
     },
@@ -156,23 +160,24 @@ function pruneExpiredIdempotencyKeys(app: FastifyInstance, creations: Idempotent
 const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
 /**
- * Explicit, so a slow or silent client (headers or body trickled in) cannot hold a connection for
- * Node's defaults (1 and 5 minutes) and, many times over, exhaust the server. Node enforces these
- * only when it sweeps its connections, every connectionsCheckingInterval (30 s by default): swept
- * at least every second here, so a timeout means what it says.
+ * The HTTP server, with pipelining bounded per connection and a draining shutdown (connections.ts).
+ * Timeouts explicit, so a slow or silent client (headers or body trickled in) cannot hold a connection
+ * for Node's defaults (1 and 5 minutes) and, many times over, exhaust the server. Node enforces these
+ * only when it sweeps its connections, every connectionsCheckingInterval (30 s by default): swept at
+ * least every second here, so a timeout means what it says.
  */
-function connectionTimeouts(config: Config): {
-  requestTimeout: number;
-  keepAliveTimeout: number;
-  http: ServerOptions;
-} {
-  return {
-    requestTimeout: config.requestTimeoutMs,
-    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
-    http: {
-      headersTimeout: config.headersTimeoutMs,
-      connectionsCheckingInterval: Math.min(1_000, config.headersTimeoutMs),
-      requireHostHeader: false, // refused in an onRequest hook instead, with the Error body
-    },
+function httpServer(config: Config): NonNullable<FastifyServerOptions['serverFactory']> {
+  return (handler) => {
+    const server = new GuardedServer(
+      {
+        headersTimeout: config.headersTimeoutMs,
+        requestTimeout: config.requestTimeoutMs,
+        connectionsCheckingInterval: Math.min(1_000, config.headersTimeoutMs),
+        requireHostHeader: false, // refused in an onRequest hook instead, with the Error body
+      },
+      handler,
+    );
+    server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+    return server;
   };
 }

@@ -1,14 +1,34 @@
 import cluster, { type Worker } from 'node:cluster';
+import { createServer } from 'node:net';
+import { AggregatorRegistry } from 'prom-client';
 import type { Config } from './config/config.js';
+import { METRICS_REQUEST, METRICS_RESPONSE } from './http/metrics.js';
 import { announceFirstKey, serverUrl } from './server.js';
 import { openStorage } from './storage/open-storage.js';
 
+/** The primary to its workers on SIGTERM: close the listening socket, and say when it is closed. */
+export const STOP_ACCEPTING = 'petstore:stop-accepting';
+export const STOPPED_ACCEPTING = 'petstore:stopped-accepting';
+/** How long the primary waits for a worker to say it stopped accepting before it drains anyway. */
+const STOP_ACCEPTING_TIMEOUT_MS = 5_000;
+
+/** A worker replaced after dying this soon after it started listening waits longer each time. */
+const HEALTHY_AFTER_MS = 10_000;
+/** The first wait before forking again after a worker died young; doubled for each death in a row. */
+const FIRST_BACKOFF_MS = 250;
+/** The longest wait between forks: a database that comes back is served again within this. */
+const MAX_BACKOFF_MS = 10_000;
+
 /**
- * The primary of `petstore serve --workers N`. N worker processes listen on one port; node:cluster's
- * primary accepts each connection and hands it to the next worker in turn. The primary serves nothing
+ * The primary of `petstore serve --workers N`. N worker processes listen on one port, each accepting
+ * connections itself from the socket they share (SCHED_NONE). Node's default on Linux, round-robin, has
+ * the primary accept every connection and pass it on; a connection in passage when its worker is killed
+ * stays open in the primary for good, unanswered (seen: CLOSE-WAIT until the client gave up). Accepting
+ * in the workers spreads connections less evenly, but a busy worker accepts less, and no connection is
+ * ever stranded: a dying worker's connections are closed by the kernel. The primary serves nothing
  * itself: it migrates the database once before any worker opens it (so workers never race to migrate a
- * SQLite file), creates the first API key once, replaces a worker that dies after it started serving,
- * and on SIGTERM or SIGINT tells every worker to drain and exits when they all have.
+ * SQLite file), creates the first API key once, replaces every worker that dies, for as long as it is
+ * asked to serve, and on SIGTERM or SIGINT tells every worker to drain and exits when they all have.
  */
 export async function runCluster(config: Config, workers: number): Promise<void> {
   if (config.databaseUrl === 'sqlite::memory:') {
@@ -16,10 +36,18 @@ export async function runCluster(config: Config, workers: number): Promise<void>
       '--workers needs a database the workers share; sqlite::memory: is private to each process',
     );
   }
+  // A port in use would make every worker fail to listen, forever: say so once, before forking.
+  if (config.port !== 0) await assertPortFree(config.host, config.port);
+  if (config.rateLimit.perSecond > 0 && !config.redisUrl) {
+    process.stderr.write(
+      `petstore: warning: without REDIS_URL each of the ${workers} workers keeps its own rate-limit buckets, so an API key may use up to ${workers} times RATE_LIMIT_PER_SECOND and RATE_LIMIT_BURST; set REDIS_URL to share one budget\n`,
+    );
+  }
+  cluster.schedulingPolicy = cluster.SCHED_NONE;
   const storage = await openStorage(config);
   let url: string;
   try {
-    url = await startWorkers(config, workers);
+    url = await new Supervisor(config, workers).start();
     await announceFirstKey(storage.apiKeys, config, url);
   } finally {
     await storage.close();
@@ -27,50 +55,147 @@ export async function runCluster(config: Config, workers: number): Promise<void>
   process.stderr.write(`petstore: ${workers} workers listening on ${url}\n`);
 }
 
-/** Forks the workers; resolves with the service's address once every one of them listens. */
-function startWorkers(config: Config, count: number): Promise<string> {
-  const serving = new WeakSet<Worker>();
-  let stopping = false;
-  let failed = false;
+function assertPortFree(host: string, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', (error: NodeJS.ErrnoException) =>
+      reject(new Error(`cannot listen on ${serverUrl(host, port)}: ${error.code ?? error.message}`)),
+    );
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve()));
+  });
+}
 
-  const stop = () => {
-    stopping = true;
+/** How long to wait before forking again after `failures` deaths in a row (0: after a healthy spell). */
+export function restartDelay(failures: number): number {
+  return failures === 0 ? 0 : Math.min(FIRST_BACKOFF_MS * 2 ** (failures - 1), MAX_BACKOFF_MS);
+}
+
+/** Deaths in a row after a worker that listened for `livedMs` died: a healthy spell starts over. */
+export function failuresAfter(previous: number, livedMs: number): number {
+  return livedMs >= HEALTHY_AFTER_MS ? 0 : previous + 1;
+}
+
+interface Slot {
+  worker: Worker | undefined;
+  /** Deaths in a row of workers that did not stay up for HEALTHY_AFTER_MS. */
+  failures: number;
+  listeningSince: number | undefined;
+  restart: NodeJS.Timeout | undefined;
+}
+
+/** Keeps `count` workers alive: forks them, replaces each one that dies, with back-off, until told to stop. */
+class Supervisor {
+  readonly #config: Config;
+  readonly #slots: Slot[];
+  readonly #bySlot = new Map<Worker, Slot>();
+  readonly #aggregator = new AggregatorRegistry();
+  #stopping = false;
+  #failed = false;
+
+  constructor(config: Config, count: number) {
+    this.#config = config;
+    this.#slots = Array.from({ length: count }, () => ({
+      worker: undefined,
+      failures: 0,
+      listeningSince: undefined,
+      restart: undefined,
+    }));
+  }
+
+  /** Forks every worker; resolves with the service's address once all of them have listened. */
+  start(): Promise<string> {
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => this.#stop());
+    return new Promise((resolve) => {
+      cluster.on('listening', (worker, address) => {
+        const slot = this.#bySlot.get(worker);
+        if (slot) slot.listeningSince = Date.now();
+        if (this.#slots.every((s) => s.listeningSince !== undefined)) {
+          resolve(serverUrl(this.#config.host, address.port));
+        }
+      });
+      cluster.on('exit', (worker, code, signal) => this.#exited(worker, code, signal));
+      for (const slot of this.#slots) this.#fork(slot);
+    });
+  }
+
+  /** Answers a worker's request for every worker's metrics, summed (see askPrimaryForMetrics). */
+  #answerMetrics(worker: Worker, message: { type?: unknown; id?: unknown }): void {
+    if (message?.type !== METRICS_REQUEST) return;
+    this.#aggregator.clusterMetrics().then(
+      (text) => worker.send({ type: METRICS_RESPONSE, id: message.id, text }),
+      (error: Error) => worker.send({ type: METRICS_RESPONSE, id: message.id, error: error.message }),
+    );
+  }
+
+  #fork(slot: Slot): void {
+    slot.restart = undefined;
+    slot.listeningSince = undefined;
+    let worker: Worker;
+    try {
+      worker = cluster.fork();
+    } catch (error) {
+      // The one failure that replacing cannot mend: stop, so a supervisor above restarts us.
+      process.stderr.write(`petstore: cannot start a worker: ${(error as Error).message}\n`);
+      this.#failed = true;
+      this.#stop();
+      return;
+    }
+    slot.worker = worker;
+    this.#bySlot.set(worker, slot);
+    worker.on('message', (message) => this.#answerMetrics(worker, message));
+  }
+
+  #exited(worker: Worker, code: number, signal: string | null): void {
+    const slot = this.#bySlot.get(worker);
+    this.#bySlot.delete(worker);
+    const cause = signal ? `killed by ${signal}` : `exit code ${code}`;
+    if (this.#stopping) {
+      if (code !== 0 && signal !== 'SIGTERM') this.#failed = true;
+      if (this.#bySlot.size === 0) process.exit(this.#failed ? 1 : 0);
+      return;
+    }
+    if (!slot) return;
+    slot.worker = undefined;
+    const lived = slot.listeningSince === undefined ? 0 : Date.now() - slot.listeningSince;
+    slot.failures = failuresAfter(slot.failures, lived);
+    const delay = restartDelay(slot.failures);
+    process.stderr.write(
+      `petstore: worker ${worker.process.pid} ${slot.listeningSince === undefined ? 'died before listening' : 'died'} (${cause}); starting another in ${delay} ms\n`,
+    );
+    slot.restart = setTimeout(() => this.#fork(slot), delay);
+  }
+
+  /**
+   * Every worker stops accepting first; only once all have (the shared listening socket is then closed,
+   * so new connections are refused, not queued) are they told to drain. A worker draining while another
+   * still accepted would send its clients, with `Connection: close`, to a socket about to close.
+   */
+  #stop(): void {
+    if (this.#stopping) return;
+    this.#stopping = true;
+    for (const slot of this.#slots) clearTimeout(slot.restart);
+    if (this.#bySlot.size === 0) process.exit(this.#failed ? 1 : 0);
+    const workers = [...this.#bySlot.keys()];
+    const stopped = workers.map(
+      (worker) =>
+        new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, STOP_ACCEPTING_TIMEOUT_MS);
+          const done = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+          worker.on('message', (message) => {
+            if (message === STOPPED_ACCEPTING) done();
+          });
+          worker.once('exit', done);
+          if (worker.isConnected()) worker.send(STOP_ACCEPTING);
+          else done();
+        }),
+    );
     // SIGTERM whatever the primary got: a terminal's Ctrl-C has already sent the workers SIGINT, and a
     // second SIGINT would kill them mid-drain.
-    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
-  };
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, stop);
-
-  return new Promise((resolve, reject) => {
-    cluster.on('listening', (worker, address) => {
-      serving.add(worker);
-      if (Object.values(cluster.workers ?? {}).every((w) => w && serving.has(w))) {
-        resolve(serverUrl(config.host, address.port));
-      }
+    void Promise.all(stopped).then(() => {
+      for (const worker of workers) if (!worker.isDead()) worker.process.kill('SIGTERM');
     });
-    cluster.on('exit', (worker, code, signal) => {
-      if (stopping) {
-        if (code !== 0) failed = true;
-        if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(failed ? 1 : 0);
-        return;
-      }
-      if (!serving.has(worker)) {
-        // It never got as far as listening (a port in use, a database it cannot reach): forking it
-        // again would fail the same way, so the whole service stops.
-        stop();
-        failed = true;
-        reject(
-          new Error(
-            `worker ${worker.process.pid} exited (${signal ?? code}) before listening; see its output above`,
-          ),
-        );
-        return;
-      }
-      process.stderr.write(
-        `petstore: worker ${worker.process.pid} exited (${signal ?? code}); starting another\n`,
-      );
-      cluster.fork();
-    });
-    for (let i = 0; i < count; i++) cluster.fork();
-  });
+  }
 }

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import type { Config } from './config/config.js';
 import { ensureFirstApiKey } from './domain/api-keys.js';
+import type { GuardedServer } from './http/connections.js';
 import { databaseLocation, openStorage } from './storage/open-storage.js';
 import type { ApiKeyStore } from './storage/storage.js';
 
@@ -9,7 +10,9 @@ export interface RunningServer {
   app: FastifyInstance;
   /** Where it listens, e.g. http://127.0.0.1:3000. */
   url: string;
-  /** Stops accepting, lets in-flight requests finish, then closes the database. */
+  /** Closes the listening socket only; connections already open are served as usual. */
+  stopAccepting(): void;
+  /** Stops accepting, drains every connection (see GuardedServer), then closes the database. */
   close(): Promise<void>;
 }
 
@@ -27,25 +30,32 @@ export async function startServer(
   { createFirstKey = true }: StartOptions = {},
 ): Promise<RunningServer> {
   const storage = await openStorage(config);
-  const app = await buildApp({ config, storage });
-  // A relative sqlite: path depends on the working directory: say which database this start opened.
-  app.log.info(`database: ${databaseLocation(config.databaseUrl)}`);
-
-  await app.listen({ host: config.host, port: config.port });
-  const address = app.server.address();
-  const url = serverUrl(config.host, typeof address === 'object' && address ? address.port : config.port);
-  // Only once the service is reachable: a key created by a start that then failed would never be shown.
-  if (createFirstKey) await announceFirstKey(storage.apiKeys, config, url);
-
+  let app: FastifyInstance | undefined;
   let closing: Promise<void> | undefined;
-  return {
-    app,
-    url,
-    close: () => {
-      closing ??= app.close().then(() => storage.close());
-      return closing;
-    },
+  const server = () => app?.server as GuardedServer | undefined;
+  const close = () => {
+    closing ??= (async () => {
+      await server()?.drain();
+      await app?.close();
+      await storage.close();
+    })();
+    return closing;
   };
+  try {
+    app = await buildApp({ config, storage });
+    // A relative sqlite: path depends on the working directory: say which database this start opened.
+    app.log.info(`database: ${databaseLocation(config.databaseUrl)}`);
+    await app.listen({ host: config.host, port: config.port });
+    const address = app.server.address();
+    const url = serverUrl(config.host, typeof address === 'object' && address ? address.port : config.port);
+    // Only once the service is reachable: a key created by a start that then failed would never be shown.
+    if (createFirstKey) await announceFirstKey(storage.apiKeys, config, url);
+    return { app, url, stopAccepting: () => server()?.stopAccepting(), close };
+  } catch (error) {
+    // Start-up completes or leaves nothing behind: never a process that serves without its handlers.
+    await close().catch(() => undefined);
+    throw error;
+  }
 }
 
 /** Where a server listening on host:port is reached, e.g. http://127.0.0.1:3000 or http://[::1]:3000. */

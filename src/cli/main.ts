@@ -7,5 +7,7 @@ try {
   await petstoreProgram().parseAsync(args.length > 0 ? args : ['serve'], { from: 'user' });
 } catch (error) {
   process.stderr.write(`petstore: ${(error as Error).message}\n`);
-  process.exitCode = 1;
+  // exit, not exitCode: a cluster worker's channel to its primary (or a half-open pool) would keep the
+  // process alive after a failed start. stderr is written synchronously, so the line is not lost.
+  process.exit(1);
 }

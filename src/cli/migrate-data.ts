@@ -43,9 +43,16 @@ or run it again after the switch to pick up what arrived meanwhile.`,
     });
 }
 
+// A batch of a bulk copy may rightly take longer than any request should.
+const COPY_TIMEOUT_MS = 60_000;
+
 async function open(option: string, url: string): Promise<Storage> {
   try {
-    return await openStorage({ databaseUrl: url, databasePoolSize: POOL_SIZE });
+    return await openStorage({
+      databaseUrl: url,
+      databasePoolSize: POOL_SIZE,
+      databaseTimeoutMs: COPY_TIMEOUT_MS,
+    });
   } catch (error) {
     throw new Error(`${option} ${withoutPassword(url)}: ${(error as Error).message}`);
   }

@@ -1,7 +1,7 @@
 import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { Command, InvalidArgumentError } from 'commander';
-import { runCluster } from '../cluster.js';
+import { runCluster, STOP_ACCEPTING, STOPPED_ACCEPTING } from '../cluster.js';
 import { describeConfig, loadConfig } from '../config/config.js';
 import { startServer } from '../server.js';
 
@@ -31,21 +31,39 @@ export function serveCommand(): Command {
     .action(async ({ workers }: { workers: number }) => {
       const config = loadConfig();
       if (workers > 1 && cluster.isPrimary) return runCluster(config, workers);
+      // Handlers first, so that no moment exists when the process serves but a SIGTERM (from an
+      // orchestrator or a cluster primary) or SIGINT (a terminal) would kill it undrained. A signal
+      // during start-up takes effect once the start has completed or failed.
       // A worker leaves the first key to its primary, which creates it once all workers listen.
-      const server = await startServer(config, { createFirstKey: cluster.isPrimary });
-      // SIGTERM from an orchestrator (or a cluster primary), SIGINT from a terminal: drain, close the
-      // database, exit 0.
+      const starting = startServer(config, { createFirstKey: cluster.isPrimary });
       for (const signal of ['SIGTERM', 'SIGINT'] as const) {
         process.once(signal, () => {
-          server.app.log.info({ signal }, 'shutting down');
-          server.close().then(
-            () => process.exit(0),
-            (error: unknown) => {
-              server.app.log.error({ err: error }, 'shutdown failed');
-              process.exit(1);
+          starting.then(
+            (server) => {
+              server.app.log.info({ signal }, 'shutting down');
+              server.close().then(
+                () => process.exit(0),
+                (error: unknown) => {
+                  server.app.log.error({ err: error }, 'shutdown failed');
+                  process.exit(1);
+                },
+              );
             },
+            () => undefined, // the failed start is reported, and the process exits, by main
           );
         });
       }
+      // Under --workers, the primary has every worker stop accepting before it tells any to drain.
+      process.on('message', (message) => {
+        if (message !== STOP_ACCEPTING) return;
+        starting.then(
+          (server) => {
+            server.stopAccepting();
+            process.send?.(STOPPED_ACCEPTING);
+          },
+          () => undefined,
+        );
+      });
+      await starting;
     });
 }

@@ -291,7 +291,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Ready to serve */
+            /** @description Ready to serve: the database took a write within a second */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -307,16 +307,18 @@ export interface operations {
                     };
                 };
             };
-            /** @description The database does not answer (code: `unavailable`) */
+            /** @description The database cannot read or write now, or did not answer within a second (code: `unavailable`) */
             503: {
                 headers: {
+                    /** @description Seconds to wait before asking again. */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     /**
                      * @example {
                      *       "code": "unavailable",
-                     *       "message": "the database does not answer",
+                     *       "message": "the database cannot read or write now",
                      *       "status": 503
                      *     }
                      */
@@ -401,7 +403,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers) (code: `rate_limited`) */
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
             429: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -423,7 +425,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The node is overloaded (event loop lagging or memory high); retry later (code: `unavailable`) */
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -434,7 +436,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "code": "unavailable",
-                     *       "message": "the service is overloaded; retry after a few seconds",
+                     *       "message": "the database is unavailable; retry after a few seconds",
                      *       "status": 503
                      *     }
                      */
@@ -563,7 +565,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers) (code: `rate_limited`) */
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
             429: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -585,7 +587,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The node is overloaded (event loop lagging or memory high); retry later (code: `unavailable`) */
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -596,7 +598,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "code": "unavailable",
-                     *       "message": "the service is overloaded; retry after a few seconds",
+                     *       "message": "the database is unavailable; retry after a few seconds",
                      *       "status": 503
                      *     }
                      */
@@ -719,7 +721,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers) (code: `rate_limited`) */
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
             429: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -741,7 +743,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The node is overloaded (event loop lagging or memory high); retry later (code: `unavailable`) */
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -752,7 +754,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "code": "unavailable",
-                     *       "message": "the service is overloaded; retry after a few seconds",
+                     *       "message": "the database is unavailable; retry after a few seconds",
                      *       "status": 503
                      *     }
                      */

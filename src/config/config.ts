@@ -41,6 +41,13 @@ const EnvSchema = Type.Object({
     default: 10,
     description: 'PostgreSQL connections per process; keep nodes × workers × this under max_connections.',
   }),
+  DATABASE_TIMEOUT_MS: Type.Integer({
+    minimum: 100,
+    maximum: 600_000,
+    default: 5_000,
+    description:
+      'Longest wait for the database: for a connection, a statement, a lock. Past it the request gets 503 unavailable with Retry-After.',
+  }),
   PETSTORE_API_KEYS: Type.String({
     default: '',
     pattern: '^(\\s*[^,\\s]{16,}\\s*(,\\s*[^,\\s]{16,}\\s*)*)?$',
@@ -110,6 +117,20 @@ const EnvSchema = Type.Object({
     default: 200,
     description: 'Requests an API key may send at once before the rate applies (token bucket size).',
   }),
+  AUTH_FAILURES_PER_MINUTE: Type.Integer({
+    minimum: 0,
+    maximum: 1_000_000,
+    default: 30,
+    description:
+      'Failed authentications (401) a client address may have per minute, in a burst or spread out, before its requests get 429 until it may try again; 0 turns this off.',
+  }),
+  TRUSTED_PROXIES: Type.String({
+    default: '',
+    pattern: '^[0-9A-Fa-f:.,/\\s]*$',
+    [EXPECTED]: 'IP addresses or CIDR ranges separated by commas, e.g. 10.0.0.0/8,192.168.1.7',
+    description:
+      'Addresses or CIDR ranges of the proxies in front of the service, comma-separated (e.g. 10.0.0.0/8); their X-Forwarded-For names the client address. Empty: the connecting address is the client.',
+  }),
   REDIS_URL: Type.Optional(
     Type.String({
       pattern: '^rediss?://.+',
@@ -141,6 +162,7 @@ export interface Config {
   port: number;
   databaseUrl: string;
   databasePoolSize: number;
+  databaseTimeoutMs: number;
   apiKeys: string[];
   publicBaseUrl: string | undefined;
   stagingBaseUrl: string | undefined;
@@ -152,6 +174,9 @@ export interface Config {
   headersTimeoutMs: number;
   requestTimeoutMs: number;
   rateLimit: { perSecond: number; burst: number };
+  /** Failed authentications per client address: a bucket of `burst`, refilled at `perSecond`; undefined when off. */
+  authFailures: { perSecond: number; burst: number } | undefined;
+  trustedProxies: string[];
   redisUrl: string | undefined;
   overload: { maxEventLoopDelayMs: number; maxHeapUsedBytes: number };
 }
@@ -181,6 +206,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     port: parsed.PORT,
     databaseUrl: parsed.DATABASE_URL,
     databasePoolSize: parsed.DATABASE_POOL_SIZE,
+    databaseTimeoutMs: parsed.DATABASE_TIMEOUT_MS,
     apiKeys: list(parsed.PETSTORE_API_KEYS),
     publicBaseUrl: parsed.PUBLIC_BASE_URL?.replace(/\/$/, ''),
     stagingBaseUrl: parsed.STAGING_BASE_URL?.replace(/\/$/, ''),
@@ -192,6 +218,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     headersTimeoutMs: parsed.HEADERS_TIMEOUT_MS,
     requestTimeoutMs: parsed.REQUEST_TIMEOUT_MS,
     rateLimit: { perSecond: parsed.RATE_LIMIT_PER_SECOND, burst: parsed.RATE_LIMIT_BURST },
+    authFailures:
+      parsed.AUTH_FAILURES_PER_MINUTE > 0
+        ? { perSecond: parsed.AUTH_FAILURES_PER_MINUTE / 60, burst: parsed.AUTH_FAILURES_PER_MINUTE }
+        : undefined,
+    trustedProxies: list(parsed.TRUSTED_PROXIES),
     redisUrl: parsed.REDIS_URL,
     overload: {
       maxEventLoopDelayMs: parsed.OVERLOAD_MAX_EVENT_LOOP_DELAY_MS,
@@ -224,8 +255,9 @@ function expectedValue(schema: Record<string, unknown>): string {
   if (schema.type === 'integer') return range('an integer');
   if (schema.type === 'number') return range('a number');
   if (schema.type === 'boolean') return 'true or false';
-  const values = (schema.anyOf as { const: string }[] | undefined)?.map((option) => option.const) ?? [];
-  return `one of ${values.slice(0, -1).join(', ')} or ${values.at(-1)}`;
+  const values = (schema.anyOf as { const: string }[] | undefined)?.map((option) => option.const);
+  if (values) return `one of ${values.slice(0, -1).join(', ')} or ${values.at(-1)}`;
+  return `a value matching ${schema.pattern}`;
 }
 
 const list = (value: string): string[] =>

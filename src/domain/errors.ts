@@ -10,3 +10,11 @@ export class IdempotencyKeyReusedError extends Error {
     super('this Idempotency-Key was already used with a different request body; use a new key');
   }
 }
+
+/**
+ * The database could not do the work now: it is down, did not answer within its bound, or refused
+ * (disk full, read-only, busy). Transient by nature, so a client is told to retry, never that it erred.
+ */
+export class StorageUnavailableError extends Error {
+  override readonly name = 'StorageUnavailableError';
+}

@@ -41,6 +41,10 @@ export function takeToken(
   return { state: { tokens: allowed ? tokens - 1 : tokens, atMs: nowMs }, allowed };
 }
 
+/** Whether the bucket has refilled to full by `nowMs`: it then holds no information and may be forgotten. */
+export const isFullAgain = (state: BucketState, nowMs: number, policy: TokenBucketPolicy): boolean =>
+  state.tokens + ((nowMs - state.atMs) * policy.perSecond) / 1000 >= policy.burst;
+
 /** What a client is told after a take that left `tokens` in the bucket. */
 export function describeBucket(allowed: boolean, tokens: number, policy: TokenBucketPolicy): BucketDecision {
   const secondsFor = (missing: number) => Math.max(0, Math.ceil(missing / policy.perSecond));

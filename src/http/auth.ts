@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { ApiKeyVerifier } from '../domain/api-keys.js';
+import type { AuthFailureLimiter } from './auth-failures.js';
 import { ApiError } from './errors.js';
 import { isRepeated } from './request-head.js';
 
@@ -25,20 +26,40 @@ function unauthorized(tokenSent: boolean): ApiError {
       });
 }
 
+function tooManyFailures(retryAfterSeconds: number): ApiError {
+  return new ApiError(
+    'rate_limited',
+    `too many failed authentications from this address; retry after ${retryAfterSeconds} s`,
+    { 'Retry-After': String(retryAfterSeconds) },
+  );
+}
+
 /**
  * Guards every route registered in this encapsulation context. It runs at onRequest, before the body
- * is read or anything validated, so an anonymous caller learns nothing about the request's shape.
+ * is read or anything validated, so an anonymous caller learns nothing about the request's shape. An
+ * address (the client's, or behind TRUSTED_PROXIES the one they vouch for) that failed too often is
+ * refused before its key is looked at.
  */
-export function requireApiKey(app: FastifyInstance, verifier: ApiKeyVerifier): void {
+export function requireApiKey(
+  app: FastifyInstance,
+  verifier: ApiKeyVerifier,
+  failures: AuthFailureLimiter | undefined,
+): void {
   app.decorateRequest('apiKeyHash', '');
   app.addHook('onRequest', (request, _reply, done) => {
+    const retryAfter = failures?.retryAfterSeconds(request.ip) ?? 0;
+    if (retryAfter > 0) return done(tooManyFailures(retryAfter));
+    const refuse = (tokenSent: boolean) => {
+      failures?.failed(request.ip);
+      done(unauthorized(tokenSent));
+    };
     const header = request.headers.authorization;
-    if (header === undefined) return done(unauthorized(false));
-    if (isRepeated(request.raw.rawHeaders, 'authorization')) return done(unauthorized(true));
+    if (header === undefined) return refuse(false);
+    if (isRepeated(request.raw.rawHeaders, 'authorization')) return refuse(true);
     const match = BEARER.exec(header);
-    if (!match) return done(unauthorized(BEARER_SCHEME.test(header)));
+    if (!match) return refuse(BEARER_SCHEME.test(header));
     const admit = (apiKeyHash: string | undefined) => {
-      if (apiKeyHash === undefined) return done(unauthorized(true));
+      if (apiKeyHash === undefined) return refuse(true);
       request.apiKeyHash = apiKeyHash;
       done();
     };

@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { IdempotencyKeyReusedError, InvalidCursorError } from '../domain/errors.js';
+import { IdempotencyKeyReusedError, InvalidCursorError, StorageUnavailableError } from '../domain/errors.js';
 import { setCommonHeaders } from './request-id.js';
 import { ERROR_STATUS, type ErrorBody, type ErrorCode } from './schemas/error.js';
 
@@ -21,6 +21,17 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * Seconds a client is asked to wait (Retry-After) when the service cannot serve it now: the database
+ * is away or the node is overloaded. Long enough for a restart or a failover to be under way.
+ */
+export const RETRY_AFTER_SECONDS = 5;
+
+/** 503 unavailable with Retry-After: nothing is wrong with the request; try it again shortly. */
+export function unavailable(message: string): ApiError {
+  return new ApiError('unavailable', message, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
+}
+
 /** Fastify's own errors, by code, turned into ours. The message of each is ours too: never internals. */
 const FASTIFY_ERRORS: Record<string, [ErrorCode, string]> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: ['unsupported_media_type', 'request body must be application/json'],
@@ -36,6 +47,8 @@ const FASTIFY_ERRORS: Record<string, [ErrorCode, string]> = {
 export function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
   if (error instanceof InvalidCursorError) return new ApiError('invalid_request', error.message);
+  if (error instanceof StorageUnavailableError)
+    return unavailable('the database is unavailable; retry after a few seconds');
   if (error instanceof IdempotencyKeyReusedError)
     return new ApiError('idempotency_key_reused', error.message);
   const fastifyError = error as Partial<FastifyError>;
@@ -60,6 +73,7 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const apiError = toApiError(error);
+    // An unavailable database is logged once per outage (StorageOutage), not with a stack per request.
     if (apiError.code === 'internal_error') request.log.error({ err: error }, 'request failed');
     return sendError(reply, apiError);
   });

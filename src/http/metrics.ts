@@ -1,8 +1,12 @@
+import cluster from 'node:cluster';
 import type { FastifyInstance } from 'fastify';
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { AggregatorRegistry, Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { Type } from 'typebox';
+import { StorageUnavailableError } from '../domain/errors.js';
+import { interceptErrors } from '../storage/intercept-errors.js';
 import type { Storage } from '../storage/storage.js';
 import { response } from './schemas/responses.js';
+import type { StorageOutage } from './storage-outage.js';
 
 const LABELS = ['method', 'route', 'status'] as const;
 type Label = (typeof LABELS)[number];
@@ -58,12 +62,24 @@ export class ServiceMetrics {
     }
   }
 
-  /** The same storage, with every failed operation counted. */
-  instrument(storage: Storage): Storage {
+  /** The same storage, with every failed operation counted, and outages told to `outage`. */
+  instrument(storage: Storage, outage: StorageOutage): Storage {
+    const watch = <T extends object>(target: T, area: string) =>
+      interceptErrors(
+        target,
+        (error, method) => {
+          this.storageErrors.inc({ operation: `${area}.${method}` });
+          if (error instanceof StorageUnavailableError) outage.failed(error);
+          throw error;
+        },
+        () => {
+          if (outage.active) outage.recovered();
+        },
+      );
     return {
-      pets: countFailures(storage.pets, 'pets', this.storageErrors),
-      apiKeys: countFailures(storage.apiKeys, 'apiKeys', this.storageErrors),
-      idempotency: countFailures(storage.idempotency, 'idempotency', this.storageErrors),
+      pets: watch(storage.pets, 'pets'),
+      apiKeys: watch(storage.apiKeys, 'apiKeys'),
+      idempotency: watch(storage.idempotency, 'idempotency'),
       schema: storage.schema,
       sharedSecret: (name) => storage.sharedSecret(name),
       ping: () => storage.ping(),
@@ -73,37 +89,9 @@ export class ServiceMetrics {
   }
 }
 
-function countFailures<T extends object>(target: T, area: string, counter: Counter<'operation'>): T {
-  const wrappers = new Map<PropertyKey, unknown>();
-  return new Proxy(target, {
-    get(object, property) {
-      const value = Reflect.get(object, property);
-      if (typeof value !== 'function') return value;
-      let wrapper = wrappers.get(property);
-      if (!wrapper) {
-        const operation = `${area}.${String(property)}`;
-        const count = (error: unknown) => {
-          counter.inc({ operation });
-          throw error;
-        };
-        // Not an async function: that would add a promise and two turns to every storage call.
-        wrapper = (...args: unknown[]) => {
-          try {
-            const result = value.apply(object, args);
-            return result instanceof Promise ? result.catch(count) : result;
-          } catch (error) {
-            return count(error);
-          }
-        };
-        wrappers.set(property, wrapper);
-      }
-      return wrapper;
-    },
-  });
-}
-
 /** Records every response and serves GET /metrics (no key: it sits outside /v1). */
 export function registerMetrics(app: FastifyInstance, metrics: ServiceMetrics): void {
+  const workerMetrics = cluster.isWorker ? askPrimaryForMetrics(metrics.registry) : undefined;
   // The labelled series of each (method, route, status), looked up once: prom-client otherwise hashes
   // the label object on every call (2.5% of a `get`'s CPU in the benchmark's profile).
   const series = new Map<string, { requests: Counter.Internal; duration: Histogram.Internal<Label> }>();
@@ -146,6 +134,46 @@ export function registerMetrics(app: FastifyInstance, metrics: ServiceMetrics): 
       },
     },
     async (_request, reply) =>
-      reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
+      reply
+        .type(metrics.registry.contentType)
+        .send(await (workerMetrics ? workerMetrics() : metrics.registry.metrics())),
   );
+}
+
+/** A worker's request to its primary for the metrics of every worker, summed; and the answer. */
+export const METRICS_REQUEST = 'petstore:metrics-request';
+export const METRICS_RESPONSE = 'petstore:metrics-response';
+/** prom-client's own bound on collecting from the workers is 5 s; a scrape should not wait longer. */
+const PRIMARY_TIMEOUT_MS = 6_000;
+
+/**
+ * Under `--workers`, a scrape lands on whichever worker accepted the connection: each answering with
+ * its own counters would look to Prometheus like counters reset at every scrape. So a worker asks its
+ * primary, which collects every worker's registry and sums them (prom-client's AggregatorRegistry).
+ */
+function askPrimaryForMetrics(registry: Registry): () => Promise<string> {
+  AggregatorRegistry.setRegistries([registry]);
+  new AggregatorRegistry(); // sets up this worker's answer to the primary's collection requests
+  const waiting = new Map<number, (text: string | Error) => void>();
+  let nextId = 0;
+  process.on('message', (message: { type?: unknown; id?: number; text?: string; error?: string }) => {
+    if (message?.type !== METRICS_RESPONSE || message.id === undefined) return;
+    waiting.get(message.id)?.(message.error === undefined ? (message.text ?? '') : new Error(message.error));
+  });
+  return () =>
+    new Promise((resolve, reject) => {
+      const id = nextId++;
+      const timer = setTimeout(
+        () => settle(new Error('the primary did not send metrics')),
+        PRIMARY_TIMEOUT_MS,
+      );
+      const settle = (text: string | Error) => {
+        clearTimeout(timer);
+        waiting.delete(id);
+        if (text instanceof Error) reject(text);
+        else resolve(text);
+      };
+      waiting.set(id, settle);
+      process.send?.({ type: METRICS_REQUEST, id });
+    });
 }

@@ -1,16 +1,13 @@
 import underPressure from '@fastify/under-pressure';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config/config.js';
-import { ApiError } from './errors.js';
-
-/** What an overloaded node tells clients: try again shortly (by then the load may have moved on). */
-export const OVERLOAD_RETRY_AFTER_SECONDS = 5;
+import { ApiError, RETRY_AFTER_SECONDS } from './errors.js';
 
 /** Under-pressure throws this; as an ApiError it leaves through the one error path with our body. */
 class OverloadedError extends ApiError {
   constructor() {
     super('unavailable', 'the service is overloaded; retry after a few seconds', {
-      'Retry-After': String(OVERLOAD_RETRY_AFTER_SECONDS),
+      'Retry-After': String(RETRY_AFTER_SECONDS),
     });
   }
 }
@@ -25,7 +22,7 @@ export async function shedLoad(app: FastifyInstance, { overload }: Pick<Config, 
   await app.register(underPressure, {
     maxEventLoopDelay: overload.maxEventLoopDelayMs,
     maxHeapUsedBytes: overload.maxHeapUsedBytes,
-    retryAfter: OVERLOAD_RETRY_AFTER_SECONDS,
+    retryAfter: RETRY_AFTER_SECONDS,
     customError: OverloadedError,
   });
 }

@@ -2,6 +2,7 @@ import {
   type BucketDecision,
   type BucketState,
   describeBucket,
+  isFullAgain,
   type TokenBucketPolicy,
   type TokenBuckets,
   takeToken,
@@ -37,8 +38,7 @@ export class MemoryBuckets implements TokenBuckets {
     if (nowMs - this.#lastSweepMs < 1000) return;
     this.#lastSweepMs = nowMs;
     for (const [key, state] of this.#buckets) {
-      if (state.tokens + ((nowMs - state.atMs) * policy.perSecond) / 1000 >= policy.burst)
-        this.#buckets.delete(key);
+      if (isFullAgain(state, nowMs, policy)) this.#buckets.delete(key);
     }
   }
 }

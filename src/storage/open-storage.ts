@@ -9,14 +9,15 @@ import type { Storage } from './storage.js';
 export async function openStorage({
   databaseUrl,
   databasePoolSize,
-}: Pick<Config, 'databaseUrl' | 'databasePoolSize'>): Promise<Storage> {
+  databaseTimeoutMs,
+}: Pick<Config, 'databaseUrl' | 'databasePoolSize' | 'databaseTimeoutMs'>): Promise<Storage> {
   if (databaseUrl.startsWith('sqlite:')) {
     const { SqliteStorage } = await import('./sqlite/sqlite-storage.js');
-    return new SqliteStorage(databaseUrl.slice('sqlite:'.length));
+    return new SqliteStorage(databaseUrl.slice('sqlite:'.length), { timeoutMs: databaseTimeoutMs });
   }
   if (/^postgres(ql)?:\/\//.test(databaseUrl)) {
     const { PostgresStorage } = await import('./postgres/postgres-storage.js');
-    return PostgresStorage.open(databaseUrl, { poolSize: databasePoolSize });
+    return PostgresStorage.open(databaseUrl, { poolSize: databasePoolSize, timeoutMs: databaseTimeoutMs });
   }
   throw new Error(
     `unsupported database "${databaseUrl.split(':')[0]}"; expected sqlite:<path>, sqlite::memory: or postgres://…`,

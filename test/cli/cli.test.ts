@@ -12,9 +12,9 @@ import { firstKeyMessage } from '../../src/server.js';
 import { SQLITE_MIGRATIONS } from '../../src/storage/sqlite/migrations.js';
 import {
   CliProcess,
-  type CliResult,
   jsonLines,
   killAllCliProcesses,
+  oneLineFailure,
   poll,
   runCli,
   type ServeProcess,
@@ -109,16 +109,6 @@ function helpSection(help: string, title: string): string[] {
   const lines = help.split('\n').slice(start + 1);
   const end = lines.indexOf('');
   return end < 0 ? lines : lines.slice(0, end);
-}
-
-/** Asserts a failed run: non-zero exit, nothing on stdout, exactly one line on stderr; returns the line. */
-function oneLineFailure(result: CliResult): string {
-  assert.notEqual(result.code, 0, `exit code ${result.code}`);
-  assert.notEqual(result.code, null, `killed by ${result.signal}`);
-  assert.equal(result.stdout, '');
-  const lines = result.stderr.split('\n').filter((line) => line !== '');
-  assert.equal(lines.length, 1, `stderr is not one line:\n${result.stderr}`);
-  return lines[0] as string;
 }
 
 const port = (server: ServeProcess) => Number(new URL(server.url).port);

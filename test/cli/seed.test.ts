@@ -22,7 +22,11 @@ describe('petstore seed', () => {
     assert.ok(!result.stderr.includes('\r'));
     assert.match(result.stderr.trim().split('\n').at(-1) ?? '', /^seeding: 2500 of 2500 animals \(100%\)$/);
 
-    const storage = await openStorage({ databaseUrl: database.url, databasePoolSize: 1 });
+    const storage = await openStorage({
+      databaseUrl: database.url,
+      databasePoolSize: 1,
+      databaseTimeoutMs: 5_000,
+    });
     try {
       assert.equal(await storage.pets.count(), 2500);
       const pets = await storage.pets.list({ afterId: 0n, limit: 2500 });

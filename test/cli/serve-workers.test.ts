@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { backends, type TestDatabase } from '../support/backends.js';
-import { CliProcess, jsonLines } from '../support/cli.js';
+import { CliProcess, jsonLines, poll } from '../support/cli.js';
 
 interface Answer {
   status: number;
@@ -94,7 +94,10 @@ for (const backend of backends) {
         [...ids].sort((a, b) => a - b),
       );
 
-      const servedBy = await serve.waitFor('request lines from both workers', () => {
+      // Workers accept connections themselves (SCHED_NONE), so which one takes a connection is the
+      // kernel's choice: concurrent connections until both have answered.
+      const servedBy = await poll('request lines from both workers', async () => {
+        await Promise.all(Array.from({ length: 10 }, () => onNewConnection(`${url}/v1/pets`, 'GET', key)));
         const pids = new Set(
           jsonLines(serve.stdout)
             .filter((line) => line.msg === 'request')
@@ -103,6 +106,35 @@ for (const backend of backends) {
         return pids.size === 2 ? pids : undefined;
       });
       assert.deepEqual([...servedBy].sort(), [...workers].sort());
+    });
+
+    test('when /metrics is scraped, then every answer sums the counters of both workers, whichever worker answers', async () => {
+      const key = /^ {2}(pst_\S+)$/m.exec(serve.stderr)?.[1] as string;
+      // Each worker has served some of these (the first test made sure both serve).
+      const creates = (text: string) =>
+        Number(
+          /^petstore_http_requests_total\{method="POST",route="\/v1\/pets",status="201"\} (\d+)$/m.exec(
+            text,
+          )?.[1],
+        );
+      const scrapes = await Promise.all(
+        Array.from({ length: 6 }, () => onNewConnection(`${url}/metrics`, 'GET', key)),
+      );
+      for (const scrape of scrapes) {
+        assert.equal(scrape.status, 200);
+        assert.equal(creates(scrape.text), 6, 'the six creates of the first test, from both workers');
+      }
+      const served = jsonLines(serve.stdout).filter(
+        (line) => line.msg === 'request' && line.url === '/metrics',
+      );
+      assert.equal(new Set(served.map((line) => line.pid)).size >= 1, true);
+    });
+
+    test('when started without REDIS_URL, then the primary warns that each worker has its own rate-limit budget', () => {
+      assert.match(
+        serve.stderr,
+        /^petstore: warning: without REDIS_URL each of the 2 workers keeps its own rate-limit buckets/m,
+      );
     });
 
     test('when the primary gets SIGTERM, then every worker drains and it exits 0', async () => {

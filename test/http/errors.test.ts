@@ -183,9 +183,10 @@ for (const backend of backends) {
       ['GET', '/v1/pets/1', undefined],
       ['POST', '/v1/pets', { name: 'Tom', categoryId: 2 }],
     ] as const) {
-      test(`when the database is gone and ${method} ${path} is requested, then 500 internal_error reveals no internals`, async () => {
+      test(`when the database is gone and ${method} ${path} is requested, then 503 unavailable with Retry-After reveals no internals`, async () => {
         const res = await server.request(method, path, body === undefined ? {} : { body });
-        const error = assertError(res, 500, 'internal_error');
+        const error = assertError(res, 503, 'unavailable');
+        assert.equal(res.headers.get('retry-after'), '5');
         assertRevealsNoInternals(error.message, server.database.url.replace(/^sqlite:/, ''));
         assertRevealsNoInternals(res.text, server.database.url.replace(/^sqlite:/, ''));
         assertCommonHeaders(res, `${method} ${path}`);
@@ -202,7 +203,7 @@ for (const backend of backends) {
       assert.deepEqual(health.json(), { status: 'ok' });
     });
 
-    test('when the database is gone, then a request without a key still gets 401, not 500', async () => {
+    test('when the database is gone, then a request without a key still gets 401, not 503', async () => {
       const res = await server.request('GET', '/v1/pets', { key: null });
       assertError(res, 401, 'unauthorized');
     });

@@ -66,14 +66,16 @@ for (const backend of backends) {
       try {
         await broken.storage.close();
         const res = await broken.request('POST', '/v1/pets', { body: { name: 'Rex', categoryId: 1 } });
-        assert.equal(res.status, 500);
+        // A closed database is an unavailable one: 503, not a fault of the request or the service.
+        assert.equal(res.status, 503);
+        assert.equal(res.json<{ code: string }>().code, 'unavailable');
         const metrics = await broken.request('GET', '/metrics', { key: null });
         assert.equal(sample(metrics.text, 'petstore_storage_errors_total', { operation: 'pets.create' }), 1);
         assert.equal(
           sample(metrics.text, 'petstore_http_requests_total', {
             method: 'POST',
             route: '/v1/pets',
-            status: '500',
+            status: '503',
           }),
           1,
         );

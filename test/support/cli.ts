@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -202,4 +203,14 @@ export async function startServe(
     await cli.kill();
     throw error;
   }
+}
+
+/** Asserts a failed run: non-zero exit, nothing on stdout, exactly one line on stderr; returns the line. */
+export function oneLineFailure(result: CliResult): string {
+  assert.notEqual(result.code, 0, `exit code ${result.code}`);
+  assert.notEqual(result.code, null, `killed by ${result.signal}`);
+  assert.equal(result.stdout, '');
+  const lines = result.stderr.split('\n').filter((line) => line !== '');
+  assert.equal(lines.length, 1, `stderr is not one line:\n${result.stderr}`);
+  return lines[0] as string;
 }

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { parse } from 'lossless-json';
 import { type AppOptions, buildApp } from '../../src/app.js';
 import { type Config, loadConfig } from '../../src/config/config.js';
+import { openStorage } from '../../src/storage/open-storage.js';
 import type { Storage } from '../../src/storage/storage.js';
 import { type Backend, sqlite, type TestDatabase } from './backends.js';
 import { OpenApiContract } from './openapi-contract.js';
@@ -25,6 +26,8 @@ export interface RequestOptions {
   headers?: Record<string, string>;
   /** The bearer key; null sends no Authorization header. Defaults to TEST_KEY. */
   key?: string | null;
+  /** Give up (the request rejects) after this many milliseconds: for answers that must come in time. */
+  timeoutMs?: number;
 }
 
 export interface TestServer {
@@ -56,6 +59,7 @@ export function testConfig(url: string, env: Record<string, string> = {}): Confi
     PORT: '0',
     // Off unless a test is about it: suites that fire many requests must not be throttled.
     RATE_LIMIT_PER_SECOND: '0',
+    AUTH_FAILURES_PER_MINUTE: '0',
     ...env,
   });
 }
@@ -63,8 +67,8 @@ export function testConfig(url: string, env: Record<string, string> = {}): Confi
 /** Starts the real service on port 0 against a fresh database; every response is checked against its OpenAPI document. */
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const database = options.database ?? (await (options.backend ?? sqlite).create());
-  const storage = await database.open();
   const config = testConfig(database.url, options.env);
+  const storage = await openStorage(config);
   const app = await buildApp({
     config,
     storage,
@@ -89,7 +93,12 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       headers['content-type'] = 'application/json';
     }
     Object.assign(headers, opts.headers);
-    const res = await fetch(`${url}${path}`, { method, headers, ...(body === undefined ? {} : { body }) });
+    const res = await fetch(`${url}${path}`, {
+      method,
+      headers,
+      ...(body === undefined ? {} : { body }),
+      ...(opts.timeoutMs === undefined ? {} : { signal: AbortSignal.timeout(opts.timeoutMs) }),
+    });
     const text = await res.text();
     contract.check(method, path, res.status, res.headers.get('content-type'), text);
     return {

@@ -37,7 +37,8 @@ const otherErrors = (allowed: string) =>
 const retryAfter = Type.String({ description: 'Seconds to wait before trying again.' });
 const rateLimited = errorResponse(
   'Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated ' +
-    'request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers)',
+    'request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, ' +
+    'with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at',
   { rate_limited: 'too many requests for this API key: at most 200 at once and 100 per second' },
   {
     'Retry-After': retryAfter,
@@ -50,8 +51,10 @@ const rateLimited = errorResponse(
   },
 );
 const overloaded = errorResponse(
-  'The node is overloaded (event loop lagging or memory high); retry later',
-  { unavailable: 'the service is overloaded; retry after a few seconds' },
+  'The service cannot serve now: the database is unavailable (down, not answering within its bound, full or ' +
+    'read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after ' +
+    '`Retry-After` seconds',
+  { unavailable: 'the database is unavailable; retry after a few seconds' },
   { 'Retry-After': retryAfter },
 );
 /** Answers any /v1 operation may give, whatever its input. */

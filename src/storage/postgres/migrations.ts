@@ -41,6 +41,11 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
      PRIMARY KEY (api_key_hash, key)
    );
    CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);`,
+  // /readyz writes this one row: a database that can be read but not written is not ready.
+  `CREATE TABLE readiness_probe (
+     id         integer     PRIMARY KEY CHECK (id = 1),
+     checked_at timestamptz NOT NULL
+   );`,
 ];
 
 /**

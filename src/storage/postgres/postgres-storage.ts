@@ -14,6 +14,8 @@ import type {
   SchemaVersions,
   Storage,
 } from '../storage.js';
+import { toStorageError, translateUnavailable } from '../unavailable.js';
+import { isPostgresUnavailable } from './errors.js';
 import { migrate } from './migrations.js';
 import { PostgresIdempotencyStore } from './postgres-idempotency-store.js';
 import { inTransaction } from './transaction.js';
@@ -21,6 +23,8 @@ import { inTransaction } from './transaction.js';
 export interface PostgresOptions {
   /** Connections this process may hold (DATABASE_POOL_SIZE). */
   poolSize: number;
+  /** Longest wait for a connection, a statement or a lock (DATABASE_TIMEOUT_MS). */
+  timeoutMs: number;
 }
 
 /**
@@ -35,16 +39,32 @@ const types: pg.CustomTypesConfig = {
       : pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig['getTypeParser'],
 };
 
-// A request waits this long for a free connection, or for the server to answer a connect, then fails
-// (a 503 from /readyz, a 500 elsewhere) instead of hanging until the client gives up.
-const CONNECTION_TIMEOUT_MS = 5_000;
+/**
+ * How much longer than DATABASE_TIMEOUT_MS the client waits for an answer. PostgreSQL itself cancels a
+ * statement or a lock wait at the bound (statement_timeout, lock_timeout) and says so; this is for when
+ * it cannot say anything (a stalled network, a frozen server), and the connection is then thrown away.
+ */
+const CLIENT_MARGIN_MS = 1_000;
+
+/** The readiness probe's own bound: /readyz answers within a second. */
+const PROBE_TIMEOUT_MS = 900;
 
 /** The pool every PostgresStorage uses (the benchmark's bare-query figure uses it too). */
-export function newPool(url: string, { poolSize }: PostgresOptions): pg.Pool {
+export function newPool(url: string, { poolSize, timeoutMs }: PostgresOptions): pg.Pool {
   const pool = new pg.Pool({
     connectionString: url,
+    // How an operator tells the service's connections apart in pg_stat_activity (the URL may override).
+    application_name: 'petstore',
     max: poolSize,
-    connectionTimeoutMillis: CONNECTION_TIMEOUT_MS,
+    // Waiting for a free connection, or for the server to accept one, ends here.
+    connectionTimeoutMillis: timeoutMs,
+    statement_timeout: timeoutMs,
+    lock_timeout: timeoutMs,
+    // A transaction left open by a client that vanished must not hold its locks for long.
+    idle_in_transaction_session_timeout: timeoutMs * 2,
+    query_timeout: timeoutMs + CLIENT_MARGIN_MS,
+    // A peer that vanished without a FIN or RST is found by the kernel, not only by a query timing out.
+    keepAlive: true,
     types,
   });
   // An idle connection that breaks (a server restart, a network cut) is dropped by the pool and
@@ -58,7 +78,7 @@ export function newPool(url: string, { poolSize }: PostgresOptions): pg.Pool {
  * synchronous_commit=on flushes the write-ahead log first (keep it on).
  */
 export class PostgresStorage implements Storage {
-  readonly pets: PostgresPetStore;
+  readonly pets: PetStore & { settled(): Promise<void> };
   readonly apiKeys: ApiKeyStore;
   readonly idempotency: IdempotencyStore;
   readonly schema: SchemaVersions;
@@ -67,22 +87,28 @@ export class PostgresStorage implements Storage {
   private constructor(pool: pg.Pool, schema: SchemaVersions) {
     this.#pool = pool;
     this.schema = schema;
-    this.pets = new PostgresPetStore(pool);
-    this.apiKeys = new PostgresApiKeyStore(pool);
-    this.idempotency = new PostgresIdempotencyStore(pool);
+    this.pets = translateUnavailable(new PostgresPetStore(pool), isPostgresUnavailable);
+    this.apiKeys = translateUnavailable(new PostgresApiKeyStore(pool), isPostgresUnavailable);
+    this.idempotency = translateUnavailable(new PostgresIdempotencyStore(pool), isPostgresUnavailable);
   }
 
   /** Connects and applies pending migrations; rejects when the database cannot be reached. */
   static async open(url: string, options: PostgresOptions): Promise<PostgresStorage> {
-    const pool = newPool(url, options);
+    // Migrations on a connection of their own, without the statement bound: building an index on a
+    // large table may take longer than any request should. Connecting is still bounded.
+    const migrations = new pg.Pool({
+      connectionString: url,
+      max: 1,
+      connectionTimeoutMillis: options.timeoutMs,
+      types,
+    });
     let schema: SchemaVersions;
     try {
-      schema = await migrate(pool);
-    } catch (error) {
-      await pool.end();
-      throw error;
+      schema = await migrate(migrations);
+    } finally {
+      await migrations.end();
     }
-    return new PostgresStorage(pool, schema);
+    return new PostgresStorage(newPool(url, options), schema);
   }
 
   async sharedSecret(name: string): Promise<Buffer> {
@@ -102,8 +128,17 @@ export class PostgresStorage implements Storage {
     return { total: this.#pool.totalCount, idle: this.#pool.idleCount, waiting: this.#pool.waitingCount };
   }
 
+  /** A real write, committed: a database that answers but cannot write (full, read-only) fails. */
   async ping(): Promise<void> {
-    await this.#pool.query('SELECT 1');
+    try {
+      await this.#pool.query({
+        text: `INSERT INTO readiness_probe (id, checked_at) VALUES (1, now())
+               ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at`,
+        query_timeout: PROBE_TIMEOUT_MS,
+      } as pg.QueryConfig);
+    } catch (error) {
+      throw toStorageError(error, isPostgresUnavailable);
+    }
   }
 
   async analyze(): Promise<void> {

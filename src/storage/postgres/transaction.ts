@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
+import { isConnectionLost } from './errors.js';
 
 /**
  * Runs `work` on one pooled connection inside BEGIN … COMMIT, rolling back if it throws. A connection
@@ -13,9 +14,15 @@ export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) =>
     await client.query('COMMIT');
     return result;
   } catch (error) {
-    await client.query('ROLLBACK').catch((rollbackError: Error) => {
-      broken = rollbackError;
-    });
+    if (isConnectionLost(error)) {
+      // A ROLLBACK would queue behind the lost statement and time out in its turn: PostgreSQL rolls
+      // the transaction back itself once the connection closes.
+      broken = error as Error;
+    } else {
+      await client.query('ROLLBACK').catch((rollbackError: Error) => {
+        broken = rollbackError;
+      });
+    }
     throw error;
   } finally {
     client.release(broken);

@@ -15,30 +15,53 @@ import type {
   SchemaVersions,
   Storage,
 } from '../storage.js';
+import { toStorageError, translateUnavailable } from '../unavailable.js';
 import { SQLITE_MIGRATIONS } from './migrations.js';
 import { SqliteIdempotencyStore } from './sqlite-idempotency-store.js';
 
+export interface SqliteOptions {
+  /** Longest wait for a lock another process holds (DATABASE_TIMEOUT_MS). */
+  timeoutMs: number;
+}
+
+/** Error codes (and their extended forms) that say "not now", not "never": answered 503. */
+const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|NOMEM|PROTOCOL)/;
+
+/** Whether better-sqlite3 threw because the database cannot do the work now (locked, full, failing). */
+export function isSqliteUnavailable(error: unknown): boolean {
+  if (error instanceof Database.SqliteError) return UNAVAILABLE.test(error.code);
+  // Closed under a request that was still running during shutdown.
+  return error instanceof TypeError && error.message === 'The database connection is not open';
+}
+
+/** The readiness probe's own bound on a lock wait: /readyz answers within a second. */
+const PROBE_BUSY_TIMEOUT_MS = 900;
+
 /** The embedded default: one file, no server. `:memory:` gives a throwaway database. */
 export class SqliteStorage implements Storage {
-  readonly pets: SqlitePetStore;
+  readonly pets: PetStore & { settled(): Promise<void> };
   readonly apiKeys: ApiKeyStore;
   readonly idempotency: IdempotencyStore;
   readonly schema: SchemaVersions;
   readonly #db: Database.Database;
+  readonly #timeoutMs: number;
+  readonly #probe: Database.Statement<[number]>;
 
-  constructor(path: string) {
+  constructor(path: string, { timeoutMs }: SqliteOptions) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
     this.#db = new Database(path);
+    this.#timeoutMs = timeoutMs;
     // First, so that every step below waits for a process opening the same file (a worker) to finish.
-    this.#db.pragma('busy_timeout = 5000');
+    this.#db.pragma(`busy_timeout = ${timeoutMs}`);
     this.#db.pragma('journal_mode = WAL');
     // FULL: a commit is on disk before it returns, so a 201 survives a crash the instant after.
     this.#db.pragma('synchronous = FULL');
     this.#db.pragma('foreign_keys = ON');
     this.schema = migrate(this.#db);
-    this.pets = new SqlitePetStore(this.#db);
-    this.apiKeys = new SqliteApiKeyStore(this.#db);
-    this.idempotency = new SqliteIdempotencyStore(this.#db);
+    this.pets = translateUnavailable(new SqlitePetStore(this.#db), isSqliteUnavailable);
+    this.apiKeys = translateUnavailable(new SqliteApiKeyStore(this.#db), isSqliteUnavailable);
+    this.idempotency = translateUnavailable(new SqliteIdempotencyStore(this.#db), isSqliteUnavailable);
+    this.#probe = this.#db.prepare(PROBE_WRITE);
   }
 
   async sharedSecret(name: string): Promise<Buffer> {
@@ -52,8 +75,16 @@ export class SqliteStorage implements Storage {
     return row.value;
   }
 
+  /** A real write, committed: a database that can still be read but not written (full, read-only) fails. */
   async ping(): Promise<void> {
-    this.#db.prepare('SELECT 1').get();
+    this.#db.pragma(`busy_timeout = ${Math.min(PROBE_BUSY_TIMEOUT_MS, this.#timeoutMs)}`);
+    try {
+      this.#probe.run(Date.now());
+    } catch (error) {
+      throw toStorageError(error, isSqliteUnavailable);
+    } finally {
+      if (this.#db.open) this.#db.pragma(`busy_timeout = ${this.#timeoutMs}`);
+    }
   }
 
   /**
@@ -68,6 +99,9 @@ export class SqliteStorage implements Storage {
     if (this.#db.open) this.#db.close();
   }
 }
+
+const PROBE_WRITE =
+  'INSERT INTO readiness_probe (id, checked_at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at';
 
 function migrate(db: Database.Database): SchemaVersions {
   // The version is read inside the write transaction: a process that waited for another's migration

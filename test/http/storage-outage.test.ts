@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { test } from 'node:test';
+import pino from 'pino';
+import { StorageOutage } from '../../src/http/storage-outage.js';
+
+function outageWithLog() {
+  const lines: Record<string, unknown>[] = [];
+  const sink = new Writable({
+    write(chunk, _encoding, done) {
+      for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
+      done();
+    },
+  });
+  let now = 0;
+  const outage = new StorageOutage(pino({ level: 'info' }, sink), () => now);
+  return { lines, outage, advance: (ms: number) => (now += ms) };
+}
+
+test('when an outage lasts, then it is logged when it begins, once a minute while it lasts, and when it ends, with the count', () => {
+  const { lines, outage, advance } = outageWithLog();
+  const down = new Error('connect ECONNREFUSED 127.0.0.1:5432');
+  for (let second = 0; second < 150; second++) {
+    outage.failed(down);
+    outage.failed(down);
+    advance(1_000);
+  }
+  assert.equal(outage.active, true);
+  outage.recovered();
+  assert.equal(outage.active, false);
+  assert.deepEqual(
+    lines.map((line) => [line.msg, line.failures ?? null, line.seconds ?? null]),
+    [
+      ['database unavailable: requests that need it are answered 503 until it is back', null, null],
+      ['database still unavailable', 121, 60],
+      ['database still unavailable', 241, 120],
+      ['database available again', 300, 150],
+    ],
+  );
+  assert.equal(lines[0]?.reason, down.message, 'the reason, not a stack');
+  assert.ok(lines.every((line) => line.err === undefined && line.stack === undefined));
+});
+
+test('when nothing failed, then a success logs nothing', () => {
+  const { lines, outage } = outageWithLog();
+  outage.recovered();
+  assert.deepEqual(lines, []);
+});
