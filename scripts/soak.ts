@@ -21,6 +21,8 @@
  * It stops by itself after --duration (requests in flight at that instant are awaited, each bounded by
  * a 30 s timeout), then prints the report: requests by status, errors, p50/p90/p99/max per minute, and
  * the server's resident memory and heap (from its /metrics) at start, every minute and at the end.
+ * A 429 is counted apart, as throttled: neither a success nor an error of the service, but a sign that
+ * the run measured a rate limiter (a server given with --url keeps the limits it was started with).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -307,13 +309,23 @@ async function worker(
         (kind === 'create' && res.status === 201) ||
         (kind === 'get-missing' && res.status === 404) ||
         (kind !== 'create' && kind !== 'get-missing' && res.status === 200);
-      if (!expected) recorder.error(`${init.method ?? 'GET'} ${path} → ${res.status} ${text.slice(0, 200)}`);
+      if (!expected && res.status !== 429)
+        recorder.error(`${init.method ?? 'GET'} ${path} → ${res.status} ${text.slice(0, 200)}`);
     } catch (error) {
       status = 'network error';
       recorder.error(`${init.method ?? 'GET'} ${path} → ${(error as Error).message}`);
     }
     recorder.record(kind, status, startedAt, performance.now());
   }
+}
+
+/** A soak that met the rate limit measured the limiter: say so, with the fix. */
+function throttledWarning(throttled: number, requests: number): string {
+  return (
+    `**Warning: ${throttled} of ${requests} requests (${((throttled / requests) * 100).toFixed(1)}%) were ` +
+    'throttled (429)**, so these figures measure the rate limiter, not the service. Start the service with ' +
+    "RATE_LIMIT_PER_SECOND=0 (or a limit above the soak's rate) and run it again."
+  );
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -341,6 +353,7 @@ function report(
     }
   }
   const errors = [...total].filter(([status]) => status === 'network error' || status.startsWith('5'));
+  const throttled = total.get('429') ?? 0;
   const unexpected = recorder.errorSamples.length;
   const lines: string[] = [];
   lines.push(
@@ -348,8 +361,11 @@ function report(
     '',
     `**${requests} requests** (${(requests / (elapsedMs / 1000)).toFixed(0)}/s), ` +
       `**${errors.reduce((sum, [, count]) => sum + count, 0)} errors** (5xx or network), ` +
-      `${recorder.created} pets created.`,
+      `**${throttled} throttled** (429), ${recorder.created} pets created.`,
     '',
+  );
+  if (throttled > 0) lines.push(throttledWarning(throttled, requests), '');
+  lines.push(
     '### Requests by status',
     '',
     '| Status | Count |',
@@ -395,7 +411,7 @@ function report(
       `${ms(percentile(sortedAll, 99))} | ${ms(sortedAll[sortedAll.length - 1] ?? Number.NaN)} | ` +
       `${[...total].filter(([s]) => !s.startsWith('2')).reduce((sum, [, c]) => sum + c, 0)} |`,
     '',
-    '(non-2xx includes the deliberate 404s of `get-missing`.)',
+    '(non-2xx includes the deliberate 404s of `get-missing`, and any 429.)',
     '',
     '### Server memory (from /metrics)',
     '',

@@ -52,12 +52,7 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
   const app = Fastify({
     ...(logger && typeof (logger as { info?: unknown }).info === 'function'
       ? { loggerInstance: logger as FastifyServerOptions['loggerInstance'] }
-      : {
-          logger: (logger as FastifyServerOptions['logger']) ?? {
-            level: config.logLevel,
-            redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
-          },
-        }),
+      : { logger: (logger as FastifyServerOptions['logger']) ?? (await loggerOptions(config)) }),
     bodyLimit: config.bodyLimit,
     serverFactory: httpServer(config),
     return503OnClosing: false, // see installDraining
@@ -118,6 +113,20 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
   );
   await app.ready();
   return app as unknown as FastifyInstance;
+}
+
+/** JSON lines on stdout by default; LOG_FORMAT=pretty turns them into readable lines for a terminal. */
+async function loggerOptions(config: Config): Promise<FastifyServerOptions['logger']> {
+  const options = {
+    level: config.logLevel,
+    redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
+  };
+  if (config.logFormat === 'json') return options;
+  // Loaded only when asked for: a process writing JSON lines never loads it.
+  const { default: pretty } = await import('pino-pretty');
+  // sync: a line written just before process.exit (a shutdown) is not lost.
+  const stream = pretty({ translateTime: 'SYS:yyyy-mm-dd HH:MM:ss.l', ignore: 'pid,hostname', sync: true });
+  return { ...options, stream };
 }
 
 /** Where rate-limit buckets live (Redis when REDIS_URL is set), or undefined when limiting is off. */

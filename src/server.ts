@@ -3,7 +3,7 @@ import { buildApp } from './app.js';
 import type { Config } from './config/config.js';
 import { ensureFirstApiKey } from './domain/api-keys.js';
 import type { GuardedServer } from './http/connections.js';
-import { openStorage } from './storage/open-storage.js';
+import { databaseLocation, openStorage } from './storage/open-storage.js';
 import type { ApiKeyStore } from './storage/storage.js';
 
 export interface RunningServer {
@@ -43,6 +43,8 @@ export async function startServer(
   };
   try {
     app = await buildApp({ config, storage });
+    // A relative sqlite: path depends on the working directory: say which database this start opened.
+    app.log.info(`database: ${databaseLocation(config.databaseUrl)}`);
     await app.listen({ host: config.host, port: config.port });
     const address = app.server.address();
     const url = serverUrl(config.host, typeof address === 'object' && address ? address.port : config.port);
@@ -64,19 +66,20 @@ export function serverUrl(host: string, port: number): string {
 /** Creates the first API key when none exists at all, and prints it once with a curl line for `url`. */
 export async function announceFirstKey(apiKeys: ApiKeyStore, config: Config, url: string): Promise<void> {
   const secret = await ensureFirstApiKey(apiKeys, config.apiKeys, new Date());
-  if (secret === undefined) return;
-  process.stderr.write(
-    [
-      '',
-      'No API key existed, so this one was created. It is shown only this once; keep it:',
-      '',
-      `  ${secret}`,
-      '',
-      'Try it:',
-      `  curl -H "Authorization: Bearer ${secret}" ${url}/v1/pets`,
-      '',
-      'Manage keys with: petstore keys create | list | revoke <id>',
-      '',
-    ].join('\n'),
-  );
+  if (secret !== undefined) process.stderr.write(`\n${firstKeyMessage(secret, url)}\n`);
+}
+
+/** What the first start prints about the key it created (the README quotes it; a test keeps them equal). */
+export function firstKeyMessage(secret: string, url: string): string {
+  return [
+    'No API key existed, so this one was created. It is shown only this once; keep it:',
+    '',
+    `  ${secret}`,
+    '',
+    'Try it:',
+    `  curl -H "Authorization: Bearer ${secret}" ${url}/v1/pets`,
+    '',
+    // `npx`: in a checkout the executable is not on the PATH, and npx finds it there and where installed.
+    'Manage keys with: npx petstore keys create | list | revoke <id>',
+  ].join('\n');
 }

@@ -1,4 +1,7 @@
 import { Command } from 'commander';
+import { loadConfig } from '../config/config.js';
+import { databaseLocation } from '../storage/open-storage.js';
+import type { SchemaVersions } from '../storage/storage.js';
 import { withStorage } from './with-storage.js';
 
 export function migrateCommand(): Command {
@@ -9,8 +12,15 @@ export function migrateCommand(): Command {
       '\n`serve` applies pending migrations at start too; this runs them ahead of a deploy.',
     )
     .action(async () => {
-      // Opening the storage applies its migrations.
-      await withStorage(async () => undefined);
-      process.stderr.write('database schema is up to date\n');
+      // Opening the storage applies its migrations, and reports what it found and did.
+      const schema = await withStorage(async (storage) => storage.schema);
+      process.stderr.write(`${describeMigration(schema)}: ${databaseLocation(loadConfig().databaseUrl)}\n`);
     });
+}
+
+/** What `migrate` did, in words: "created", "migrated from version 1 to 3", "already up to date". */
+export function describeMigration({ from, to }: SchemaVersions): string {
+  if (from === 0) return `created the database schema (version ${to})`;
+  if (from < to) return `migrated the database schema from version ${from} to ${to}`;
+  return `the database schema is already up to date (version ${to})`;
 }

@@ -4,8 +4,12 @@
  * none is ever rounded; requests may send them as numbers or bigints.
  *
  *   const client = new PetstoreClient({ baseUrl: 'http://127.0.0.1:3000/v1', apiKey });
- *   const rex = await client.createPet({ name: 'Rex', categoryId: 1 });
+ *   const rex = await client.createPet({ name: 'Rex', categoryId: 1 }, { idempotencyKey: crypto.randomUUID() });
  *   for await (const pet of client.listAllPets({ status: 'available' })) console.log(pet.id, pet.name);
+ *
+ * A 429 or 503 is retried after its Retry-After (a bounded number of times and total wait; `retry:
+ * false` turns it off), every attempt has a timeout, and a request that gets no answer at all fails
+ * with a PetstoreNetworkError rather than fetch's bare TypeError.
  */
 
 import { isLosslessNumber, parse, stringify } from 'lossless-json';
@@ -31,6 +35,25 @@ export class PetstoreError extends Error {
   }
 }
 
+/** No answer: the connection failed or broke (`network_error`), or no answer came in time (`timeout`). */
+export class PetstoreNetworkError extends Error {
+  override readonly name = 'PetstoreNetworkError';
+  readonly code: 'network_error' | 'timeout';
+
+  constructor(code: PetstoreNetworkError['code'], message: string, cause: unknown) {
+    super(message, { cause });
+    this.code = code;
+  }
+}
+
+/** When refused with 429 or 503, wait as the service's Retry-After says and try again, within bounds. */
+export interface RetryOptions {
+  /** Tries after the first (default 2). */
+  maxRetries?: number;
+  /** Total milliseconds spent waiting between tries (default 10 000): a longer Retry-After ends the retries. */
+  maxWaitMs?: number;
+}
+
 export interface PetstoreClientOptions {
   /** The base address, ending in /v1, e.g. https://api.example.com/v1. */
   baseUrl: string;
@@ -38,6 +61,53 @@ export interface PetstoreClientOptions {
   apiKey: string;
   /** A fetch implementation; the global one by default. */
   fetch?: typeof fetch;
+  /** Milliseconds each try may take, answer included (default 30 000); then a PetstoreNetworkError `timeout`. */
+  timeoutMs?: number;
+  /** Retries of 429 and 503 (on by default); `false` gives every answer back at once. */
+  retry?: RetryOptions | false;
+}
+
+export interface CreatePetOptions {
+  /**
+   * Makes the create safe to send again: within 24 hours the same key and pet return the first answer
+   * and create nothing. A UUID per pet is a good choice. With it, a 503 is retried too.
+   */
+  idempotencyKey?: string;
+}
+
+const DEFAULT_TIMEOUT_MS = 30_000;
+const DEFAULT_RETRY: Required<RetryOptions> = { maxRetries: 2, maxWaitMs: 10_000 };
+
+/** Milliseconds a Retry-After asks for (delay-seconds or an HTTP-date, RFC 9110 §10.2.3); undefined if none. */
+function retryAfterMs(value: string | null): number | undefined {
+  if (value === null) return undefined;
+  if (/^\d+$/.test(value.trim())) return Number(value) * 1000;
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}
+
+/**
+ * Whether an answer may be retried. A 429 is refused before anything is done, so always. A 503 may
+ * come after the work started (a slow database): only a read, or a write with an Idempotency-Key that
+ * makes a second try return the first one's result, is safe to send again.
+ */
+function retryable(request: Request, status: number): boolean {
+  if (status === 429) return true;
+  if (status !== 503) return false;
+  return request.method === 'GET' || request.method === 'HEAD' || request.headers.has('idempotency-key');
+}
+
+/** fetch's rejections, as the error this client documents; anything else as it was. */
+function asNetworkError(error: unknown, timeoutMs: number): unknown {
+  if (error instanceof PetstoreNetworkError) return error;
+  const name = (error as { name?: string } | null)?.name;
+  if (name === 'TimeoutError')
+    return new PetstoreNetworkError('timeout', `no answer within ${timeoutMs} ms`, error);
+  if (error instanceof TypeError) {
+    const cause = (error as { cause?: { message?: string } }).cause?.message;
+    return new PetstoreNetworkError('network_error', `${error.message}${cause ? `: ${cause}` : ''}`, error);
+  }
+  return error;
 }
 
 /** A page of pets and, while more may exist, the query of the next page (from `Link: rel="next"`). */
@@ -72,23 +142,65 @@ function nextQuery(link: string | null, baseUrl: string): ListPetsQuery | undefi
 }
 
 export class PetstoreClient {
-  /** The underlying openapi-fetch client, for anything the methods below do not cover. */
+  /** The underlying openapi-fetch client, for anything the methods below do not cover (retries and timeouts included). */
   readonly raw: Client<paths>;
   readonly #baseUrl: string;
+  readonly #fetch: typeof fetch;
+  readonly #timeoutMs: number;
+  readonly #retry: Required<RetryOptions> | undefined;
 
-  constructor({ baseUrl, apiKey, fetch: fetchImpl }: PetstoreClientOptions) {
+  constructor({ baseUrl, apiKey, fetch: fetchImpl, timeoutMs, retry }: PetstoreClientOptions) {
     this.#baseUrl = baseUrl.replace(/\/$/, '');
+    this.#fetch = fetchImpl ?? globalThis.fetch;
+    this.#timeoutMs = timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.#retry = retry === false ? undefined : { ...DEFAULT_RETRY, ...retry };
     this.raw = createClient<paths>({
       baseUrl: this.#baseUrl,
       headers: { Authorization: `Bearer ${apiKey}` },
       bodySerializer: (body) => stringify(body) ?? '',
-      ...(fetchImpl ? { fetch: fetchImpl } : {}),
+      fetch: (request: Request) => this.#send(request),
     });
+  }
+
+  /** Sends a request, trying again after a 429 or 503 as Retry-After says, within the retry bounds. */
+  async #send(request: Request): Promise<Response> {
+    let waitedMs = 0;
+    for (let retries = 0; ; retries++) {
+      let response: Response;
+      try {
+        // A clone per try: a request's body can be read once. The signal also bounds reading the answer.
+        response = await this.#fetch(request.clone(), { signal: AbortSignal.timeout(this.#timeoutMs) });
+      } catch (error) {
+        throw asNetworkError(error, this.#timeoutMs);
+      }
+      const delayMs = retryAfterMs(response.headers.get('retry-after'));
+      if (
+        this.#retry === undefined ||
+        retries >= this.#retry.maxRetries ||
+        !retryable(request, response.status) ||
+        delayMs === undefined ||
+        waitedMs + delayMs > this.#retry.maxWaitMs
+      )
+        return response;
+      await response.body?.cancel();
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      waitedMs += delayMs;
+    }
+  }
+
+  /** One call through the openapi-fetch client, failures to get an answer as PetstoreNetworkError. */
+  async #call<R>(send: () => Promise<R>): Promise<R> {
+    try {
+      return await send();
+    } catch (error) {
+      // The answer's body is read after #send returned: its timeout surfaces here.
+      throw asNetworkError(error, this.#timeoutMs);
+    }
   }
 
   /** One page of pets (GET /pets). */
   async listPets(query: ListPetsQuery = {}): Promise<PetPage> {
-    const result = await this.raw.GET('/pets', { params: { query }, parseAs: 'text' });
+    const result = await this.#call(() => this.raw.GET('/pets', { params: { query }, parseAs: 'text' }));
     const pets = this.#read<Pet[]>(result);
     const { response } = result;
     return { pets, next: nextQuery(response.headers.get('link'), this.#baseUrl) };
@@ -105,14 +217,19 @@ export class PetstoreClient {
   }
 
   /** Adds a pet (POST /pets) and returns it as stored, with its id. */
-  async createPet(pet: NewPet): Promise<Pet> {
-    return this.#read<Pet>(await this.raw.POST('/pets', { body: pet, parseAs: 'text' }));
+  async createPet(pet: NewPet, { idempotencyKey }: CreatePetOptions = {}): Promise<Pet> {
+    const params = idempotencyKey === undefined ? {} : { header: { 'idempotency-key': idempotencyKey } };
+    return this.#read<Pet>(
+      await this.#call(() => this.raw.POST('/pets', { body: pet, params, parseAs: 'text' })),
+    );
   }
 
   /** One pet by id (GET /pets/{petId}). Deprecated by the service: prefer listPets. */
   async getPet(petId: number | bigint): Promise<Pet> {
     return this.#read<Pet>(
-      await this.raw.GET('/pets/{petId}', { params: { path: { petId: petId as never } }, parseAs: 'text' }),
+      await this.#call(() =>
+        this.raw.GET('/pets/{petId}', { params: { path: { petId: petId as never } }, parseAs: 'text' }),
+      ),
     );
   }
 

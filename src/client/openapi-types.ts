@@ -135,7 +135,13 @@ export interface components {
          * @enum {string}
          */
         PetStatus: "available" | "pending" | "sold";
-        /** @description The request body for adding an animal. Any other property, `id` included, is refused. */
+        /**
+         * @description The request body for adding an animal. Any other property, `id` included, is refused.
+         * @example {
+         *       "name": "Rex",
+         *       "categoryId": 1
+         *     }
+         */
         NewPet: {
             /** @description The animal's name: 1 to 255 characters, stored and returned exactly as sent. */
             name: string;
@@ -146,7 +152,15 @@ export interface components {
             categoryId: number | bigint;
             status?: components["schemas"]["PetStatus"];
         };
-        /** @description An animal as returned. */
+        /**
+         * @description An animal as returned.
+         * @example {
+         *       "id": 1,
+         *       "name": "Rex",
+         *       "categoryId": 1,
+         *       "status": "available"
+         *     }
+         */
         Pet: {
             /**
              * Format: int64
@@ -162,7 +176,23 @@ export interface components {
             categoryId: bigint;
             status: components["schemas"]["PetStatus"];
         };
-        /** @description A page of animals in ascending id order. */
+        /**
+         * @description A page of animals in ascending id order.
+         * @example [
+         *       {
+         *         "id": 1,
+         *         "name": "Rex",
+         *         "categoryId": 1,
+         *         "status": "available"
+         *       },
+         *       {
+         *         "id": 2,
+         *         "name": "Luna",
+         *         "categoryId": 3,
+         *         "status": "sold"
+         *       }
+         *     ]
+         */
         Pets: components["schemas"]["Pet"][];
     };
     responses: never;
@@ -188,6 +218,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "openapi": "3.1.0",
+                     *       "info": {
+                     *         "title": "Animal store service",
+                     *         "version": "1.0.0"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         [key: string]: unknown;
                     };
@@ -210,6 +249,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example petstore_http_requests_total{method="GET",route="/v1/pets",status="200"} 42 */
                     "text/plain": string;
                 };
             };
@@ -230,6 +270,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "ok"
+                     *     }
+                     */
                     "application/json": {
                         status: string;
                     };
@@ -252,6 +297,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "ready"
+                     *     }
+                     */
                     "application/json": {
                         status: string;
                     };
@@ -265,6 +315,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "code": "unavailable",
+                     *       "message": "the database cannot read or write now",
+                     *       "status": 503
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -293,6 +350,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "id": 1,
+                     *         "name": "Rex",
+                     *         "categoryId": 1,
+                     *         "status": "available"
+                     *       },
+                     *       {
+                     *         "id": 2,
+                     *         "name": "Luna",
+                     *         "categoryId": 3,
+                     *         "status": "sold"
+                     *       }
+                     *     ]
+                     */
                     "application/json": components["schemas"]["Pet"][];
                 };
             };
@@ -302,6 +375,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "code": "invalid_request",
+                     *       "message": "limit must be at most 100",
+                     *       "status": 400
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -313,6 +393,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "code": "unauthorized",
+                     *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
+                     *       "status": 401
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -328,6 +415,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "code": "rate_limited",
+                     *       "message": "too many requests for this API key: at most 200 at once and 100 per second",
+                     *       "status": 429
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -339,6 +433,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "code": "unavailable",
+                     *       "message": "the database is unavailable; retry after a few seconds",
+                     *       "status": 503
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -390,6 +491,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "code": "invalid_request",
+                     *       "message": "categoryId must be an integer",
+                     *       "status": 400
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -401,6 +509,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "code": "unauthorized",
+                     *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
+                     *       "status": 401
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -410,6 +525,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "code": "payload_too_large",
+                     *       "message": "request body is too large",
+                     *       "status": 413
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -421,6 +543,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "code": "unsupported_media_type",
+                     *       "message": "request body must be application/json",
+                     *       "status": 415
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -430,6 +559,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "code": "idempotency_key_reused",
+                     *       "message": "this Idempotency-Key was already used with a different request body; use a new key",
+                     *       "status": 422
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -445,6 +581,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "code": "rate_limited",
+                     *       "message": "too many requests for this API key: at most 200 at once and 100 per second",
+                     *       "status": 429
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -456,6 +599,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "code": "unavailable",
+                     *       "message": "the database is unavailable; retry after a few seconds",
+                     *       "status": 503
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -503,6 +653,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "code": "invalid_request",
+                     *       "message": "petId must be an integer",
+                     *       "status": 400
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -514,6 +671,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "code": "unauthorized",
+                     *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
+                     *       "status": 401
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -529,6 +693,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "code": "not_found",
+                     *       "message": "no animal has this id",
+                     *       "status": 404
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -544,6 +715,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "code": "gone",
+                     *       "message": "getPet was removed on Thu, 05 Dec 2030 00:00:00 GMT; use GET /v1/pets",
+                     *       "status": 410
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -559,6 +737,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "code": "rate_limited",
+                     *       "message": "too many requests for this API key: at most 200 at once and 100 per second",
+                     *       "status": 429
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -570,6 +755,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "code": "unavailable",
+                     *       "message": "the database is unavailable; retry after a few seconds",
+                     *       "status": 503
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };

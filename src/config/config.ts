@@ -2,8 +2,20 @@ import { getHeapStatistics } from 'node:v8';
 import envSchema from 'env-schema';
 import { type Static, Type } from 'typebox';
 
+/**
+ * What a valid value looks like, in words, where the schema's own keywords (a pattern) would not say
+ * it to a person; configuration errors quote it. Integers, numbers, booleans and lists of values are
+ * described from their schema.
+ */
+const EXPECTED = 'x-expected';
+
 const BaseUrl = (description: string) =>
-  Type.String({ format: 'uri', pattern: '^https?://[^?#]*/v1/?$', description });
+  Type.String({
+    format: 'uri',
+    pattern: '^https?://[^?#]*/v1/?$',
+    [EXPECTED]: 'an http:// or https:// URL ending in /v1, e.g. https://api.example.com/v1',
+    description,
+  });
 
 /**
  * Every setting the service reads, with its default and meaning. The README's configuration table is
@@ -20,6 +32,7 @@ const EnvSchema = Type.Object({
   DATABASE_URL: Type.String({
     default: 'sqlite:./data/petstore.db',
     pattern: '^(sqlite:.+|postgres(ql)?://.+)$',
+    [EXPECTED]: 'sqlite:<path>, sqlite::memory: or postgres://user@host:port/db',
     description: 'sqlite:<path>, sqlite::memory: or postgres://user@host:port/db',
   }),
   DATABASE_POOL_SIZE: Type.Integer({
@@ -38,6 +51,7 @@ const EnvSchema = Type.Object({
   PETSTORE_API_KEYS: Type.String({
     default: '',
     pattern: '^(\\s*[^,\\s]{16,}\\s*(,\\s*[^,\\s]{16,}\\s*)*)?$',
+    [EXPECTED]: 'keys of at least 16 characters (no spaces or commas), separated by commas',
     description: 'Extra API keys, comma-separated, each at least 16 characters (automation, tests).',
   }),
   PUBLIC_BASE_URL: Type.Optional(
@@ -49,6 +63,14 @@ const EnvSchema = Type.Object({
   LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info', description: 'pino log level.' },
+  ),
+  LOG_FORMAT: Type.Union(
+    ['json', 'pretty'].map((format) => Type.Literal(format)),
+    {
+      default: 'json',
+      description:
+        'json: one JSON object per line, for machines; pretty: one readable line per entry with the local time, for people at a terminal.',
+    },
   ),
   LOG_REQUESTS: Type.Boolean({
     default: true,
@@ -64,6 +86,8 @@ const EnvSchema = Type.Object({
   CORS_ORIGINS: Type.String({
     default: '',
     pattern: '^(\\s*https?://[^,\\s/]+\\s*(,\\s*https?://[^,\\s/]+\\s*)*)?$',
+    [EXPECTED]:
+      'origins separated by commas, each a scheme and host with no path, e.g. https://app.example.com',
     description:
       'Browser origins allowed to call the API (CORS), comma-separated, e.g. https://app.example.com; none by default.',
   }),
@@ -104,12 +128,14 @@ const EnvSchema = Type.Object({
   TRUSTED_PROXIES: Type.String({
     default: '',
     pattern: '^[0-9A-Fa-f:.,/\\s]*$',
+    [EXPECTED]: 'IP addresses or CIDR ranges separated by commas, e.g. 10.0.0.0/8,192.168.1.7',
     description:
       'Addresses or CIDR ranges of the proxies in front of the service, comma-separated (e.g. 10.0.0.0/8); their X-Forwarded-For names the client address. Empty: the connecting address is the client.',
   }),
   REDIS_URL: Type.Optional(
     Type.String({
       pattern: '^rediss?://.+',
+      [EXPECTED]: 'redis://host:port or rediss://host:port',
       description:
         'redis://host:port: shares the rate-limit buckets between nodes, so N nodes enforce one budget per key; in memory per process when unset.',
     }),
@@ -142,6 +168,7 @@ export interface Config {
   publicBaseUrl: string | undefined;
   stagingBaseUrl: string | undefined;
   logLevel: string;
+  logFormat: 'json' | 'pretty';
   logRequests: boolean;
   bodyLimit: number;
   corsOrigins: string[];
@@ -168,11 +195,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       data: pickKnown(env),
       env: false,
       ajv: {
-        customOptions: (ajv) => ajv.addFormat('uri', (value: string) => URL.canParse(value)),
+        customOptions: (ajv) =>
+          ajv.addFormat('uri', (value: string) => URL.canParse(value)).addKeyword(EXPECTED),
       },
     });
   } catch (error) {
-    throw new ConfigError(`invalid configuration: ${(error as Error).message}`);
+    throw new ConfigError(`invalid configuration: ${describeInvalid(error)}`);
   }
   return {
     host: parsed.HOST,
@@ -184,6 +212,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicBaseUrl: parsed.PUBLIC_BASE_URL?.replace(/\/$/, ''),
     stagingBaseUrl: parsed.STAGING_BASE_URL?.replace(/\/$/, ''),
     logLevel: parsed.LOG_LEVEL,
+    logFormat: parsed.LOG_FORMAT as Config['logFormat'],
     logRequests: parsed.LOG_REQUESTS,
     bodyLimit: parsed.BODY_LIMIT,
     corsOrigins: list(parsed.CORS_ORIGINS),
@@ -204,6 +233,32 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           : Math.floor(getHeapStatistics().heap_size_limit * 0.9),
     },
   };
+}
+
+/**
+ * "PORT must be an integer from 0 to 65535; LOG_LEVEL must be one of …": each offending variable once,
+ * with what a valid value looks like rather than the JSON Schema keyword it failed. Values are not
+ * repeated: they may hold a password or a key.
+ */
+function describeInvalid(error: unknown): string {
+  const failures = (error as { errors?: { instancePath: string }[] }).errors ?? [];
+  const properties = EnvSchema.properties as unknown as Record<string, Record<string, unknown>>;
+  const described = [...new Set(failures.map((failure) => failure.instancePath.slice(1)))]
+    .filter((name) => name in properties)
+    .map((name) => `${name} must be ${expectedValue(properties[name] as Record<string, unknown>)}`);
+  return described.length > 0 ? described.join('; ') : (error as Error).message;
+}
+
+/** A valid value in words, from the schema of one variable. */
+function expectedValue(schema: Record<string, unknown>): string {
+  if (typeof schema[EXPECTED] === 'string') return schema[EXPECTED] as string;
+  const range = (kind: string) => `${kind} from ${schema.minimum} to ${schema.maximum}`;
+  if (schema.type === 'integer') return range('an integer');
+  if (schema.type === 'number') return range('a number');
+  if (schema.type === 'boolean') return 'true or false';
+  const values = (schema.anyOf as { const: string }[] | undefined)?.map((option) => option.const);
+  if (values) return `one of ${values.slice(0, -1).join(', ')} or ${values.at(-1)}`;
+  return `a value matching ${schema.pattern}`;
 }
 
 const list = (value: string): string[] =>

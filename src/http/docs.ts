@@ -1,5 +1,12 @@
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
+import { EXACT_JSON_SCRIPT } from './docs-exact-json.js';
+import { ApiError } from './errors.js';
+
+/** The page's script global (docs-exact-json.ts), as the page's own code reaches it. */
+interface DocsPageGlobal {
+  PetstoreExactJson: { plugin: (system: unknown) => { wrapComponents: Record<string, unknown> } };
+}
 
 /**
  * The interactive reference at /docs: Swagger UI rendering the served OpenAPI document, every asset
@@ -20,6 +27,21 @@ export async function registerDocs(app: FastifyInstance): Promise<void> {
         .replace("frame-ancestors 'self'", "frame-ancestors 'none'")
         // Swagger UI sets a few inline styles at run time; scripts stay strictly 'self'.
         .replace("style-src 'self'", "style-src 'self' 'unsafe-inline'"),
+    // A script of our own, from the service like every other (see docs-exact-json.ts).
+    theme: { title: 'Animal store service', js: [{ filename: 'exact-json.js', content: EXACT_JSON_SCRIPT }] },
+    uiHooks: {
+      // Swagger UI's plugin also serves the document at /docs/json and /docs/yaml. One address for the
+      // contract: the page's own request for it is sent on to /v1/openapi.json, the YAML copy is not served.
+      onRequest: (request, reply, done) => {
+        if (request.url === '/docs/json') reply.redirect('/v1/openapi.json', 308);
+        else
+          done(
+            request.url === '/docs/yaml'
+              ? new ApiError('not_found', 'no resource at this address')
+              : undefined,
+          );
+      },
+    },
     uiConfig: {
       layout: 'BaseLayout', // no top bar: it only offers to explore other documents
       deepLinking: true, // /docs#/pets/listPets: the address the deprecation Link points at
@@ -29,6 +51,11 @@ export async function registerDocs(app: FastifyInstance): Promise<void> {
       persistAuthorization: false,
       validatorUrl: null, // never call swagger.io's online validator
       defaultModelsExpandDepth: 1,
+      // Written into the page's initializer script as source text: it runs in the browser, where the
+      // theme script above has defined the global by the time Swagger UI starts (on window load).
+      plugins: [
+        (system: unknown) => (globalThis as unknown as DocsPageGlobal).PetstoreExactJson.plugin(system),
+      ],
     },
   });
 }

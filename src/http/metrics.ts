@@ -80,6 +80,7 @@ export class ServiceMetrics {
       pets: watch(storage.pets, 'pets'),
       apiKeys: watch(storage.apiKeys, 'apiKeys'),
       idempotency: watch(storage.idempotency, 'idempotency'),
+      schema: storage.schema,
       sharedSecret: (name) => storage.sharedSecret(name),
       ping: () => storage.ping(),
       analyze: () => storage.analyze(),
@@ -122,7 +123,14 @@ export function registerMetrics(app: FastifyInstance, metrics: ServiceMetrics): 
         security: [],
         servers: [{ url: '/', description: 'Outside /v1' }],
         produces: ['text/plain'],
-        response: { 200: response('Metrics in the Prometheus text format', Type.String()) },
+        response: {
+          200: response(
+            'Metrics in the Prometheus text format',
+            Type.String({
+              examples: ['petstore_http_requests_total{method="GET",route="/v1/pets",status="200"} 42\n'],
+            }),
+          ),
+        },
       },
     },
     async (_request, reply) =>

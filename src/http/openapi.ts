@@ -66,6 +66,7 @@ export async function registerOpenApi(app: FastifyInstance, options: OpenApiOpti
       security: [{ bearerAuth: [] }],
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+    transform: ({ schema, url }) => ({ schema: schema && liftResponseExamples(schema), url }),
   });
 
   app.get(
@@ -77,11 +78,43 @@ export async function registerOpenApi(app: FastifyInstance, options: OpenApiOpti
         tags: ['operations'],
         security: [],
         response: {
-          200: response('The OpenAPI 3.1 document', Type.Object({}, { additionalProperties: true })),
+          200: response(
+            'The OpenAPI 3.1 document',
+            Type.Object(
+              {},
+              {
+                additionalProperties: true,
+                // Abridged: the document begins so, and goes on with paths and components.
+                examples: [{ openapi: '3.1.0', info: { title: 'Animal store service', version: '1.0.0' } }],
+              },
+            ),
+          ),
         },
       },
     },
     async (_request, reply) =>
       reply.type('application/json; charset=utf-8').serializer(JSON.stringify).send(app.swagger()),
   );
+}
+
+type Json = Record<string, unknown>;
+
+/**
+ * Moves the examples of a response whose schema is a `$ref` (an Error) onto its media type, where
+ * OpenAPI puts them: @fastify/swagger drops every keyword beside a `$ref`. Only the document changes;
+ * the route's own schema, which serialises replies, is left as it is.
+ */
+function liftResponseExamples<T extends object>(schema: T): T {
+  const responses = (schema as { response?: Record<string, Json> }).response;
+  if (!responses) return schema;
+  const lifted = Object.entries(responses).map(([status, response]) => {
+    const { $ref, examples, 'x-examples': named, description, headers } = response;
+    if ($ref === undefined || (examples === undefined && named === undefined)) return [status, response];
+    const media = named ? { examples: named } : { example: (examples as unknown[])[0] };
+    return [
+      status,
+      { description, headers, content: { 'application/json': { schema: { $ref }, ...media } } },
+    ];
+  });
+  return { ...schema, response: Object.fromEntries(lifted) };
 }

@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import type { Config } from '../config/config.js';
 import type { Storage } from './storage.js';
 
@@ -21,4 +22,22 @@ export async function openStorage({
   throw new Error(
     `unsupported database "${databaseUrl.split(':')[0]}"; expected sqlite:<path>, sqlite::memory: or postgres://…`,
   );
+}
+
+/**
+ * Where DATABASE_URL points, for people: a SQLite file as an absolute path (a relative one depends on
+ * the working directory, so a start from another folder would silently open a new, empty database),
+ * or a PostgreSQL URL without its password.
+ */
+export function databaseLocation(databaseUrl: string): string {
+  if (databaseUrl === 'sqlite::memory:') return 'in memory (sqlite::memory:), gone when the process exits';
+  if (databaseUrl.startsWith('sqlite:')) return resolve(databaseUrl.slice('sqlite:'.length));
+  try {
+    const url = new URL(databaseUrl);
+    url.password = '';
+    url.searchParams.delete('password');
+    return url.href;
+  } catch {
+    return databaseUrl.split(':')[0] ?? '';
+  }
 }

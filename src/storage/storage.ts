@@ -8,6 +8,8 @@ export interface Storage {
   readonly pets: PetStore;
   readonly apiKeys: ApiKeyStore;
   readonly idempotency: IdempotencyStore;
+  /** What opening the database did to its schema: the migrations it applied, if any. */
+  readonly schema: SchemaVersions;
   /** A random secret shared by every node on this database, created on first use. */
   sharedSecret(name: string): Promise<Buffer>;
   /** Connection pool occupancy, for adapters that pool connections (metrics). */
@@ -21,6 +23,12 @@ export interface Storage {
    */
   analyze(): Promise<void>;
   close(): Promise<void>;
+}
+
+/** Schema versions before and after opening a database; `from` 0 means the schema was created. */
+export interface SchemaVersions {
+  from: number;
+  to: number;
 }
 
 export interface PoolStats {

@@ -1,11 +1,17 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, describe, type TestContext, test } from 'node:test';
 import { isDeepStrictEqual } from 'node:util';
 import Database from 'better-sqlite3';
 import { describeConfig } from '../../src/config/config.js';
+import { firstKeyMessage } from '../../src/server.js';
+import { SQLITE_MIGRATIONS } from '../../src/storage/sqlite/migrations.js';
 import {
+  CliProcess,
   jsonLines,
   killAllCliProcesses,
   oneLineFailure,
@@ -389,10 +395,13 @@ describe('petstore keys', { concurrency: 4 }, () => {
 });
 
 describe('petstore migrate', { concurrency: 4 }, () => {
-  test('when migrate runs on a new database, then it exits 0 and the database is ready', async (t) => {
+  const latest = SQLITE_MIGRATIONS.length;
+
+  test('when migrate runs on a new database, then it says it created the schema, where, exits 0 and the database is ready', async (t) => {
     const db = database(t);
     const result = await runCli(['migrate'], { DATABASE_URL: db.url });
     assert.equal(result.code, 0, result.stderr);
+    assert.equal(result.stderr, `created the database schema (version ${latest}): ${db.path}\n`);
     assert.equal(integrityCheck(db), 'ok');
     const list = await runCli(['keys', 'list'], { DATABASE_URL: db.url });
     assert.equal(list.stdout, 'no keys\n');
@@ -404,11 +413,23 @@ describe('petstore migrate', { concurrency: 4 }, () => {
     const secret = await createKey(db, 'ci');
     const again = await runCli(['migrate'], { DATABASE_URL: db.url });
     assert.equal(again.code, 0, again.stderr);
+    assert.equal(again.stderr, `the database schema is already up to date (version ${latest}): ${db.path}\n`);
     const keys = await listKeys(db);
     assert.deepEqual(
       keys.map((k) => [k.name, k.key, k.revokedAt]),
       [['ci', `pst_…${secret.slice(-4)}`, null]],
     );
+  });
+
+  test('when migrate runs on a database an older version left, then it says from which version to which', async (t) => {
+    const db = database(t);
+    const old = new Database(db.path);
+    old.exec(SQLITE_MIGRATIONS[0] as string);
+    old.pragma('user_version = 1');
+    old.close();
+    const result = await runCli(['migrate'], { DATABASE_URL: db.url });
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(result.stderr, `migrated the database schema from version 1 to ${latest}: ${db.path}\n`);
   });
 });
 
@@ -426,6 +447,31 @@ describe('configuration errors', { concurrency: 4 }, () => {
       assert.ok(line.includes(variable), line);
     });
   }
+
+  test('when several values are bad, then one line says what a valid value of each looks like, without the values', async (t) => {
+    const db = database(t);
+    const result = await runCli(['serve'], {
+      PORT: 'abc',
+      DATABASE_URL: 'mysql://admin:hunter2@db',
+      LOG_LEVEL: 'loud',
+      RATE_LIMIT_BURST: '0',
+    });
+    assert.equal(
+      oneLineFailure(result),
+      'petstore: invalid configuration: PORT must be an integer from 0 to 65535; ' +
+        'DATABASE_URL must be sqlite:<path>, sqlite::memory: or postgres://user@host:port/db; ' +
+        'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace or silent; ' +
+        'RATE_LIMIT_BURST must be an integer from 1 to 1000000',
+    );
+    assert.equal(existsSync(db.path), false);
+  });
+
+  test('when the README shows a configuration error, then it is the line the service prints', async () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const shown = /Configuration errors say [^`]*`([^`]+)`/.exec(readme.replaceAll('\n', ' '))?.[1];
+    const line = oneLineFailure(await runCli(['serve'], { PORT: 'abc', DATABASE_URL: 'mysql://x' }));
+    assert.equal(line, shown);
+  });
 
   test('when DATABASE_URL is bad, then keys list exits non-zero with one line naming DATABASE_URL', async () => {
     const line = oneLineFailure(await runCli(['keys', 'list'], { DATABASE_URL: 'mysql://x' }));
@@ -446,6 +492,10 @@ describe('petstore serve', () => {
     // Shown on a line of its own and in the curl line, nowhere else.
     assert.match(server.stderr, new RegExp(`^ +${curl.key}$`, 'm'));
     assert.equal(server.stderr.split(curl.key).length - 1, 2);
+    // The whole message, as the README quotes it (test/config/readme.test.ts), with this key and address.
+    await server.waitFor('the whole message', () =>
+      server.stderr.includes(`\n${firstKeyMessage(curl.key, server.url)}\n`) ? true : undefined,
+    );
 
     const res = await fetch(curl.url, { headers: auth(curl.key) });
     assert.equal(res.status, 200);
@@ -457,6 +507,47 @@ describe('petstore serve', () => {
       keys.map((k) => [k.key, k.revokedAt]),
       [[`pst_…${curl.key.slice(-4)}`, null]],
     );
+  });
+
+  test('when started with the default DATABASE_URL, then it logs the absolute path of the database it opened, under the working directory', async (t) => {
+    const cwd = realpathSync(mkdtempSync(join(tmpdir(), 'petstore-cwd-')));
+    t.after(() => rmSync(cwd, { recursive: true, force: true }));
+    const server = await startServe({ PETSTORE_API_KEYS: ENV_KEY }, { cwd });
+    t.after(() => server.kill());
+    const path = join(cwd, 'data/petstore.db');
+    const lines = jsonLines(server.stdout).filter((line) => String(line.msg).startsWith('database: '));
+    assert.deepEqual(
+      lines.map((line) => line.msg),
+      [`database: ${path}`],
+    );
+    assert.equal(existsSync(path), true);
+  });
+
+  test('when LOG_FORMAT is pretty, then stdout has readable lines with the time, not JSON', async (t) => {
+    const db = database(t);
+    const server = new CliProcess(['serve'], {
+      PORT: '0',
+      DATABASE_URL: db.url,
+      PETSTORE_API_KEYS: ENV_KEY,
+      LOG_FORMAT: 'pretty',
+    });
+    t.after(() => server.kill());
+    const url = await server.waitFor('the listening line', () => {
+      const match =
+        /^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\] INFO: Server listening at (http:\/\/127\.0\.0\.1:\d+)$/m.exec(
+          server.stdout,
+        );
+      return match?.[1];
+    });
+    assert.match(server.stdout, new RegExp(`^\\[[^\\]]+\\] INFO: database: ${db.path}$`, 'm'));
+    await (await fetch(`${url}/healthz`)).arrayBuffer();
+    server.signal('SIGTERM');
+    const result = await server.exitStatus();
+    assert.equal(result.code, 0);
+    assert.match(result.stdout, /\] INFO: request\n/);
+    for (const line of result.stdout.split('\n').filter((l) => l !== '')) {
+      assert.doesNotMatch(line, /^\{/, 'no JSON line');
+    }
   });
 
   test('when it starts again on the same database, then it prints no key', async (t) => {

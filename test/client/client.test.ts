@@ -1,6 +1,16 @@
 import assert from 'node:assert/strict';
-import { type Pet, PetstoreClient, PetstoreError } from '../../src/client/index.js';
-import { after, backends, before, test } from '../support/backends.js';
+import { randomUUID } from 'node:crypto';
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { TestContext } from 'node:test';
+import {
+  type Pet,
+  PetstoreClient,
+  type PetstoreClientOptions,
+  PetstoreError,
+  PetstoreNetworkError,
+} from '../../src/client/index.js';
+import { after, backends, before, describe, sqlite, test } from '../support/backends.js';
 import { startTestServer, TEST_KEY, type TestServer } from '../support/test-server.js';
 
 for (const backend of backends) {
@@ -64,3 +74,162 @@ for (const backend of backends) {
     });
   });
 }
+
+/** A fetch that records the status of every try the client makes, for a test to read. */
+function recordingFetch(statuses: number[]): typeof fetch {
+  return async (input, init) => {
+    const response = await fetch(input, init);
+    statuses.push(response.status);
+    return response;
+  };
+}
+
+/** A bare HTTP server standing in for one that misbehaves; `answer` gets every request. */
+async function fakeService(t: TestContext, answer: (response: ServerResponse) => void): Promise<string> {
+  const server: Server = createServer((request, response) => {
+    request.resume();
+    answer(response);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+}
+
+const refuse = (status: number) => (response: ServerResponse) =>
+  response
+    .writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'retry-after': '0' })
+    .end(JSON.stringify({ code: status === 429 ? 'rate_limited' : 'unavailable', message: 'later', status }));
+
+const isRefusal = (status: number) => (error: unknown) =>
+  error instanceof PetstoreError && error.status === status;
+
+describe('typed client: idempotency, retries, timeouts, network failures', () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startTestServer({ backend: sqlite });
+  });
+  after(() => server.close());
+
+  const clientFor = (options: Partial<PetstoreClientOptions> = {}) =>
+    new PetstoreClient({ baseUrl: `${server.url}/v1`, apiKey: TEST_KEY, ...options });
+
+  test('when createPet is sent twice with one idempotencyKey, then the second returns the first pet; with another pet, a 422', async () => {
+    const client = clientFor();
+    const idempotencyKey = randomUUID();
+    const first = await client.createPet({ name: 'Once', categoryId: 5 }, { idempotencyKey });
+    assert.deepEqual(await client.createPet({ name: 'Once', categoryId: 5 }, { idempotencyKey }), first);
+    await assert.rejects(
+      client.createPet({ name: 'Other', categoryId: 5 }, { idempotencyKey }),
+      (error: unknown) =>
+        error instanceof PetstoreError && error.code === 'idempotency_key_reused' && error.status === 422,
+    );
+  });
+
+  test('when the service answers 429 with Retry-After, then the client waits that long and tries again', async (t) => {
+    // One request at once, one more a second later: the second call is refused with Retry-After: 1.
+    const limited = await startTestServer({
+      backend: sqlite,
+      env: { RATE_LIMIT_PER_SECOND: '1', RATE_LIMIT_BURST: '1' },
+    });
+    t.after(() => limited.close());
+    const statuses: number[] = [];
+    const client = new PetstoreClient({
+      baseUrl: `${limited.url}/v1`,
+      apiKey: TEST_KEY,
+      fetch: recordingFetch(statuses),
+    });
+    await client.listPets();
+    assert.deepEqual((await client.listPets()).pets, []);
+    // Refused once (or, should the retry come a hair early, again), then answered.
+    assert.equal(statuses[0], 200);
+    assert.equal(statuses.at(-1), 200);
+    assert.ok(statuses.length >= 3 && statuses.slice(1, -1).every((status) => status === 429), `${statuses}`);
+  });
+
+  test('when Retry-After asks for longer than the wait allowed, or retries are off, then the 429 comes back at once', async (t) => {
+    // Refills one request per 100 s: Retry-After says 100, beyond the default 10 s of waiting.
+    const limited = await startTestServer({
+      backend: sqlite,
+      env: { RATE_LIMIT_PER_SECOND: '0.01', RATE_LIMIT_BURST: '1' },
+    });
+    t.after(() => limited.close());
+    assert.equal((await limited.request('GET', '/v1/pets')).status, 200); // the one request of the burst
+    for (const retry of [undefined, false] as const) {
+      const statuses: number[] = [];
+      const client = new PetstoreClient({
+        baseUrl: `${limited.url}/v1`,
+        apiKey: TEST_KEY,
+        fetch: recordingFetch(statuses),
+        ...(retry === undefined ? {} : { retry }),
+      });
+      await assert.rejects(client.listPets(), isRefusal(429));
+      assert.deepEqual(statuses, [429], `retry: ${retry}`);
+    }
+  });
+
+  test('when every try is refused, then the client stops after maxRetries and gives the last answer', async (t) => {
+    const baseUrl = await fakeService(t, refuse(429));
+    const statuses: number[] = [];
+    const client = new PetstoreClient({
+      baseUrl,
+      apiKey: TEST_KEY,
+      fetch: recordingFetch(statuses),
+      retry: { maxRetries: 3 },
+    });
+    await assert.rejects(client.listPets(), isRefusal(429));
+    assert.deepEqual(statuses, [429, 429, 429, 429]);
+  });
+
+  test('when a 503 comes back, then reads and keyed creates are retried, a create without a key is not', async (t) => {
+    const baseUrl = await fakeService(t, refuse(503));
+    const tries = async (call: (client: PetstoreClient) => Promise<unknown>) => {
+      const statuses: number[] = [];
+      const client = new PetstoreClient({ baseUrl, apiKey: TEST_KEY, fetch: recordingFetch(statuses) });
+      await assert.rejects(call(client), isRefusal(503));
+      return statuses.length;
+    };
+    assert.equal(await tries((client) => client.listPets()), 3);
+    assert.equal(await tries((client) => client.getPet(1n)), 3);
+    assert.equal(
+      await tries((client) => client.createPet({ name: 'Rex', categoryId: 1 }, { idempotencyKey: 'k-1' })),
+      3,
+    );
+    // Without a key a second try might store a second pet: the 503 is given back as it is.
+    assert.equal(await tries((client) => client.createPet({ name: 'Rex', categoryId: 1 })), 1);
+  });
+
+  test('when the service does not answer in time, then the call fails with a PetstoreNetworkError timeout', async (t) => {
+    const baseUrl = await fakeService(t, () => undefined); // reads the request, never answers
+    const client = new PetstoreClient({ baseUrl, apiKey: TEST_KEY, timeoutMs: 200 });
+    await assert.rejects(
+      client.listPets(),
+      (error: unknown) =>
+        error instanceof PetstoreNetworkError &&
+        error.code === 'timeout' &&
+        error.message === 'no answer within 200 ms',
+    );
+  });
+
+  test('when nothing listens at the address, then the call fails with a PetstoreNetworkError network_error', async () => {
+    // A port that was just free: bound, then closed again.
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const { port } = probe.address() as AddressInfo;
+    await new Promise((resolve) => probe.close(resolve));
+    const client = new PetstoreClient({ baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: TEST_KEY });
+    await assert.rejects(
+      client.createPet({ name: 'Rex', categoryId: 1 }),
+      (error: unknown) =>
+        error instanceof PetstoreNetworkError &&
+        error.code === 'network_error' &&
+        /ECONNREFUSED/.test(error.message) &&
+        error.cause instanceof TypeError,
+    );
+  });
+});

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { type Config, ConfigError, loadConfig } from '../../src/config/config.js';
+import { type Config, ConfigError, describeConfig, loadConfig } from '../../src/config/config.js';
 
 const VARIABLES = [
   'HOST',
@@ -222,4 +222,22 @@ describe('loadConfig', () => {
       else process.env.PORT = saved;
     }
   });
+});
+
+test('when any variable has a bad value, then the error says what a valid one looks like, not a JSON Schema keyword nor the value', () => {
+  let refused = 0;
+  for (const { name } of describeConfig()) {
+    let message: string | undefined;
+    try {
+      loadConfig({ [name]: 'nope!' });
+    } catch (error) {
+      assert.ok(error instanceof ConfigError);
+      message = error.message;
+    }
+    if (message === undefined) continue; // any text is a valid HOST
+    refused++;
+    assert.match(message, new RegExp(`^invalid configuration: ${name} must be \\S`));
+    assert.doesNotMatch(message, /nope|pattern|constant|anyOf|undefined|\benv\//, message);
+  }
+  assert.equal(refused, describeConfig().length - 1);
 });

@@ -7,6 +7,8 @@ import { launchBrowser } from '../support/browser.js';
 import { startTestServer, TEST_KEY, type TestServer } from '../support/test-server.js';
 
 const SCREENSHOT = new URL('../../test-results/docs-page.png', import.meta.url);
+/** Beyond 2^53: JavaScript numbers would show it as 9007199254740992. */
+const BIG_CATEGORY = '9007199254740993';
 
 describe('docs page in a real browser', () => {
   let server: TestServer;
@@ -17,7 +19,11 @@ describe('docs page in a real browser', () => {
 
   before(async () => {
     server = await startTestServer({ backend: sqlite });
-    await server.request('POST', '/v1/pets', { body: { name: 'Docs Dog', categoryId: 7, status: 'sold' } });
+    // As text: JSON.stringify cannot write an integer beyond 2^53.
+    const created = await server.request('POST', '/v1/pets', {
+      body: `{"name":"Docs Dog","categoryId":${BIG_CATEGORY},"status":"sold"}`,
+    });
+    assert.equal(created.status, 201);
     browser = await launchBrowser();
     page = await browser.newPage({ viewport: { width: 1200, height: 1400 } });
     page.on('request', (request) => {
@@ -45,7 +51,7 @@ describe('docs page in a real browser', () => {
     assert.match(text, /rel="next"/, 'the paging decision is shown');
   });
 
-  test('when a key is pasted and listPets is tried, then the live call returns the stored pet', async () => {
+  test('when a key is pasted and listPets is executed at once (try-it-out is on), then the live call shows the stored pet with its int64 exact', async () => {
     await page
       .getByRole('button', { name: /Authorize/ })
       .first()
@@ -56,16 +62,58 @@ describe('docs page in a real browser', () => {
 
     const operation = page.locator('#operations-pets-listPets');
     await operation.locator('.opblock-summary').click();
-    const tryIt = operation.getByRole('button', { name: 'Try it out' });
-    if (await tryIt.count()) await tryIt.click();
+    // Already on (the README says so): the button offered is the one that turns it off.
+    await operation.getByRole('button', { name: 'Cancel' }).waitFor();
+    assert.equal(await operation.getByRole('button', { name: 'Try it out' }).count(), 0);
     await operation.getByRole('button', { name: 'Execute' }).click();
     const live = operation.locator('.live-responses-table tbody .response-col_status').first();
     await live.waitFor();
     assert.equal(((await live.textContent()) ?? '').trim().slice(0, 3), '200');
-    assert.match((await operation.locator('.live-responses-table').textContent()) ?? '', /Docs Dog/);
+    const body =
+      (await operation
+        .locator('.live-responses-table .response-col_description pre')
+        .first()
+        .textContent()) ?? '';
+    assert.match(body, /"name": "Docs Dog"/);
+    assert.match(body, new RegExp(`"categoryId": ${BIG_CATEGORY}\\b`), 'the exact digits the service sent');
+    assert.doesNotMatch(body, /9007199254740992/);
 
+    // The README's picture (docs/images/docs-page.png is copied from it): the call and its exact answer.
+    await operation
+      .locator('.live-responses-table')
+      .evaluate((table) => table.scrollIntoView({ block: 'center' }));
     mkdirSync(new URL('.', SCREENSHOT), { recursive: true });
     await page.screenshot({ path: SCREENSHOT.pathname, fullPage: false });
+  });
+
+  test('when createPet is executed with the example it offers, then the service stores Rex', async () => {
+    const operation = page.locator('#operations-pets-createPet');
+    await operation.locator('.opblock-summary').click();
+    const example = await operation.locator('textarea.body-param__text').inputValue();
+    assert.deepEqual(JSON.parse(example), { name: 'Rex', categoryId: 1 });
+    await operation.getByRole('button', { name: 'Execute' }).click();
+    const live = operation.locator('.live-responses-table tbody .response-col_status').first();
+    await live.waitFor();
+    assert.equal(((await live.textContent()) ?? '').trim().slice(0, 3), '201');
+    assert.match((await operation.locator('.live-responses-table').textContent()) ?? '', /"name": "Rex"/);
+  });
+
+  test('when the documented responses are read, then each error shows its own code and status', async () => {
+    const operation = page.locator('#operations-pets-getPet');
+    await operation.locator('.opblock-summary').click();
+    for (const [status, code] of [
+      ['401', 'unauthorized'],
+      ['404', 'not_found'],
+      ['410', 'gone'],
+      ['429', 'rate_limited'],
+      ['503', 'unavailable'],
+    ] as const) {
+      const example = JSON.parse(
+        (await operation.locator(`tr.response[data-code="${status}"] pre.example`).first().textContent()) ??
+          '',
+      ) as { code: string; status: number };
+      assert.deepEqual([example.code, example.status], [code, Number(status)], `the ${status} example`);
+    }
   });
 
   test('when the page has rendered, then nothing was fetched from elsewhere and no CSP error occurred', () => {

@@ -33,6 +33,15 @@ export function storageContract(backend: Backend): void {
       await database.drop();
     });
 
+    test('when a new database is opened, then its schema was created; opened again, it was already up to date', async () => {
+      const { to } = storage.schema;
+      assert.ok(to >= 1);
+      assert.deepEqual(storage.schema, { from: 0, to });
+      const again = await database.open();
+      opened.push(again);
+      assert.deepEqual(again.schema, { from: to, to });
+    });
+
     test('when pets are created, then ids are assigned in ascending order and every field reads back', async () => {
       const a = await storage.pets.create({ name: 'Rex', categoryId: 1n, status: 'available' });
       const b = await storage.pets.create({ name: 'Tom', categoryId: 2n, status: 'sold' });

@@ -6,9 +6,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describeConfig } from '../../src/config/config.js';
 
-/** The repository root: the CLI runs from here, as `node --import tsx src/cli/main.ts …`. */
+/** The repository root: the CLI runs from here by default, as `node --import tsx src/cli/main.ts …`. */
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const CLI_ARGS = ['--import', 'tsx', 'src/cli/main.ts'];
+// Absolute, so that the CLI can also run from another working directory.
+const CLI_ARGS = ['--import', import.meta.resolve('tsx'), join(REPO_ROOT, 'src/cli/main.ts')];
 
 /** Every variable the service reads: a developer's own settings must not leak into a test's child. */
 const CONFIG_VARIABLES = describeConfig().map((variable) => variable.name);
@@ -78,9 +79,9 @@ export class CliProcess {
   stderr = '';
   readonly exited: Promise<CliResult>;
 
-  constructor(args: string[], env: Record<string, string>) {
+  constructor(args: string[], env: Record<string, string>, { cwd = REPO_ROOT }: { cwd?: string } = {}) {
     this.child = spawn(process.execPath, [...CLI_ARGS, ...args], {
-      cwd: REPO_ROOT,
+      cwd,
       env: childEnv(env),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -187,8 +188,11 @@ export interface ServeProcess extends CliProcess {
 }
 
 /** Starts `petstore serve` on a free port (PORT=0) and waits for its "Server listening at" log line. */
-export async function startServe(env: Record<string, string>): Promise<ServeProcess> {
-  const cli = new CliProcess(['serve'], { PORT: '0', ...env });
+export async function startServe(
+  env: Record<string, string>,
+  options: { cwd?: string } = {},
+): Promise<ServeProcess> {
+  const cli = new CliProcess(['serve'], { PORT: '0', ...env }, options);
   try {
     const url = await cli.waitFor('the "Server listening at" log line', () => {
       const match = /"msg":"Server listening at (http:\/\/127\.0\.0\.1:\d+)"/.exec(cli.stdout);

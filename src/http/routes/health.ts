@@ -16,7 +16,10 @@ function withinDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
   return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
 }
 
-const Status = Type.Object({ status: Type.String() }, { additionalProperties: false });
+/** The probes' body; `example` is what the probe answers when all is well. */
+const Status = (example: string) =>
+  Type.Object({ status: Type.String() }, { additionalProperties: false, examples: [{ status: example }] });
+const NO_DATABASE = 'the database cannot read or write now';
 
 /** Probes for a load balancer or orchestrator; outside /v1 and without a key. */
 export const healthRoutes: FastifyPluginAsync<{ storage: Storage }> = async (app, { storage }) => {
@@ -29,7 +32,7 @@ export const healthRoutes: FastifyPluginAsync<{ storage: Storage }> = async (app
         tags: ['operations'],
         security: [],
         servers: [{ url: '/', description: 'Outside /v1' }],
-        response: { 200: response('The process is up', Status) },
+        response: { 200: response('The process is up', Status('ok')) },
       },
     },
     async () => ({ status: 'ok' }),
@@ -45,10 +48,10 @@ export const healthRoutes: FastifyPluginAsync<{ storage: Storage }> = async (app
         security: [],
         servers: [{ url: '/', description: 'Outside /v1' }],
         response: {
-          200: response('Ready to serve: the database took a write within a second', Status),
+          200: response('Ready to serve: the database took a write within a second', Status('ready')),
           503: errorResponse(
             'The database cannot read or write now, or did not answer within a second',
-            ['unavailable'],
+            { unavailable: NO_DATABASE },
             { 'Retry-After': Type.String({ description: 'Seconds to wait before asking again.' }) },
           ),
         },
@@ -59,7 +62,7 @@ export const healthRoutes: FastifyPluginAsync<{ storage: Storage }> = async (app
         await withinDeadline(storage.ping(), READY_TIMEOUT_MS);
       } catch (error) {
         request.log.warn({ reason: (error as Error).message }, 'readiness check failed');
-        throw unavailable('the database cannot read or write now');
+        throw unavailable(NO_DATABASE);
       }
       return { status: 'ready' };
     },

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { GET_PET_DEPRECATED_AT, GET_PET_SUNSET, isRetired } from '../../domain/deprecation.js';
+import { IdempotencyKeyReusedError } from '../../domain/errors.js';
 import type { IdempotentPetCreation } from '../../domain/idempotency.js';
 import { DEFAULT_PAGE_SIZE, type PetCatalog } from '../../domain/pet-catalog.js';
 import { ContentEncodingHeader } from '../content-coding.js';
@@ -17,23 +18,31 @@ export interface PetRoutesOptions {
   now: () => Date;
 }
 
-const unauthorized = errorResponse('Missing or invalid API key', ['unauthorized'], {
-  'WWW-Authenticate': Type.String({
-    description: 'Bearer realm="animal-store", with error="invalid_token" when a key was sent.',
-  }),
-});
-const otherErrors = errorResponse('Any other error', [
-  'method_not_allowed',
-  'expectation_failed',
-  'request_header_fields_too_large',
-  'internal_error',
-]);
+// Each error response is documented with a message the service really sends for it
+// (test/http/openapi-examples.test.ts provokes them and compares).
+const unauthorized = errorResponse(
+  'Missing or invalid API key',
+  { unauthorized: 'an API key is required: send "Authorization: Bearer <key>"' },
+  {
+    'WWW-Authenticate': Type.String({
+      description: 'Bearer realm="animal-store", with error="invalid_token" when a key was sent.',
+    }),
+  },
+);
+/** `allowed`: the methods of the path, as a 405 lists them. */
+const otherErrors = (allowed: string) =>
+  errorResponse('Any other error', {
+    method_not_allowed: `DELETE is not allowed here; use ${allowed}`,
+    expectation_failed: 'the only expectation this service meets is Expect: 100-continue',
+    request_header_fields_too_large: 'the request head (line and headers) is larger than 16 KiB',
+    internal_error: 'an unexpected error occurred',
+  });
 const retryAfter = Type.String({ description: 'Seconds to wait before trying again.' });
 const rateLimited = errorResponse(
   'Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated ' +
     'request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, ' +
     'with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at',
-  ['rate_limited'],
+  { rate_limited: 'too many requests for this API key: at most 200 at once and 100 per second' },
   {
     'Retry-After': retryAfter,
     'RateLimit-Policy': Type.String({
@@ -48,16 +57,18 @@ const overloaded = errorResponse(
   'The service cannot serve now: the database is unavailable (down, not answering within its bound, full or ' +
     'read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after ' +
     '`Retry-After` seconds',
-  ['unavailable'],
+  { unavailable: 'the database is unavailable; retry after a few seconds' },
   { 'Retry-After': retryAfter },
 );
 /** Answers any /v1 operation may give, whatever its input. */
 const limits = { 429: rateLimited, 503: overloaded };
-const invalid = (what: string) => errorResponse(what, ['invalid_request']);
+const invalid = (what: string, example: string) => errorResponse(what, { invalid_request: example });
 
 // RFC 9745 (Deprecation, a structured-field date) and RFC 8594 (Sunset, an HTTP-date).
 const DEPRECATION = `@${Math.floor(GET_PET_DEPRECATED_AT.getTime() / 1000)}`;
 const SUNSET = GET_PET_SUNSET.toUTCString();
+const GONE = `getPet was removed on ${SUNSET}; use GET /v1/pets`;
+const NOT_FOUND = 'no animal has this id';
 
 export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
   app,
@@ -81,10 +92,10 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
               description: '`<…/v1/pets?…&cursor=…>; rel="next"` while more animals may exist.',
             }),
           }),
-          400: invalid('Invalid `limit`, `status` or `cursor`'),
+          400: invalid('Invalid `limit`, `status` or `cursor`', 'limit must be at most 100'),
           401: unauthorized,
           ...limits,
-          default: otherErrors,
+          default: otherErrors('GET, HEAD, POST'),
         },
       },
     },
@@ -127,20 +138,21 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
           ),
           400: invalid(
             'Body missing required fields, or containing invalid values or unknown properties; or a malformed `Idempotency-Key`',
+            'categoryId must be an integer',
           ),
           401: unauthorized,
-          422: errorResponse('The `Idempotency-Key` was already used with a different body', [
-            'idempotency_key_reused',
-          ]),
+          422: errorResponse('The `Idempotency-Key` was already used with a different body', {
+            idempotency_key_reused: new IdempotencyKeyReusedError().message,
+          }),
           ...limits,
-          default: otherErrors,
-          413: errorResponse('Body larger than the configured limit (64 KiB by default), once decoded', [
-            'payload_too_large',
-          ]),
+          default: otherErrors('GET, HEAD, POST'),
+          413: errorResponse('Body larger than the configured limit (64 KiB by default), once decoded', {
+            payload_too_large: 'request body is too large',
+          }),
           415: errorResponse(
             'Body is not `application/json`, or its `Content-Encoding` is not gzip, deflate, br or identity, or it ' +
               'does not decode',
-            ['unsupported_media_type'],
+            { unsupported_media_type: 'request body must be application/json' },
             {
               'Accept-Encoding': Type.String({
                 description:
@@ -188,25 +200,21 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
         params: PetIdParams,
         response: {
           200: response('Animal found', ref(Pet), documentedDeprecationHeaders),
-          400: invalid('`petId` is not an integer from 1 to 2^63-1'),
+          400: invalid('`petId` is not an integer from 1 to 2^63-1', 'petId must be an integer'),
           401: unauthorized,
           ...limits,
-          default: otherErrors,
-          404: errorResponse('No animal has this id', ['not_found'], documentedDeprecationHeaders),
+          default: otherErrors('GET, HEAD'),
+          404: errorResponse('No animal has this id', { not_found: NOT_FOUND }, documentedDeprecationHeaders),
           410: errorResponse(
             'The operation has been removed (past its sunset)',
-            ['gone'],
+            { gone: GONE },
             documentedDeprecationHeaders,
           ),
         },
       },
       // Past the sunset the operation is gone, whatever petId says: checked before validation.
       preValidation: (_request, _reply, done) =>
-        done(
-          isRetired(now())
-            ? new ApiError('gone', `getPet was removed on ${SUNSET}; use GET /v1/pets`)
-            : undefined,
-        ),
+        done(isRetired(now()) ? new ApiError('gone', GONE) : undefined),
       // onSend, not onRequest: it also runs for responses that hooks before this route produce (401).
       onSend: (_request, reply, payload, done) => {
         reply.header('Deprecation', DEPRECATION).header('Sunset', SUNSET).header('Link', deprecationLink);
@@ -215,7 +223,7 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
     },
     async (request) => {
       const pet = await catalog.find(request.params.petId);
-      if (!pet) throw new ApiError('not_found', 'no animal has this id');
+      if (!pet) throw new ApiError('not_found', NOT_FOUND);
       return pet;
     },
   );

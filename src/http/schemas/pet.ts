@@ -16,6 +16,10 @@ export const ref = <T extends TSchema>(schema: T) =>
 const Int64 = (options: { description: string; minimum?: number }) =>
   Type.Unsafe<bigint>({ type: 'integer', format: 'int64', ...options });
 
+// Examples, as the OpenAPI document and a docs page show them; a test checks each against its schema.
+const REX = { id: 1, name: 'Rex', categoryId: 1, status: 'available' };
+const LUNA = { id: 2, name: 'Luna', categoryId: 3, status: 'sold' };
+
 export const PetStatus = Type.Unsafe<PetStatusValue>({
   $id: 'PetStatus',
   type: 'string',
@@ -47,6 +51,7 @@ export const NewPet = Type.Object(
     $id: 'NewPet',
     additionalProperties: false,
     description: 'The request body for adding an animal. Any other property, `id` included, is refused.',
+    examples: [{ name: REX.name, categoryId: REX.categoryId }],
   },
 );
 
@@ -57,12 +62,13 @@ export const Pet = Type.Object(
     categoryId: Int64({ description: 'Identifier of the category the animal belongs to.' }),
     status: ref(PetStatus),
   },
-  { $id: 'Pet', additionalProperties: false, description: 'An animal as returned.' },
+  { $id: 'Pet', additionalProperties: false, description: 'An animal as returned.', examples: [REX] },
 );
 
 export const Pets = Type.Array(ref(Pet), {
   $id: 'Pets',
   description: 'A page of animals in ascending id order.',
+  examples: [[REX, LUNA]],
 });
 
 export const ListPetsQuery = Type.Object(

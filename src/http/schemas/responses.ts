@@ -1,19 +1,44 @@
 import { type TSchema, Type } from 'typebox';
-import type { ErrorCode } from './error.js';
+import { ERROR_STATUS, type ErrorBody, type ErrorCode } from './error.js';
 
 /**
  * A documented response: its description and headers are lifted into the OpenAPI document by
- * @fastify/swagger; the schema drives serialisation with fast-json-stringify.
+ * @fastify/swagger, as is an `examples` keyword of its schema; the schema drives serialisation with
+ * fast-json-stringify.
  */
 export function response(description: string, schema: TSchema, headers: Record<string, TSchema> = {}) {
   return Type.Unsafe({ ...schema, description, ...(Object.keys(headers).length ? { headers } : {}) });
 }
 
-export const errorResponse = (description: string, codes: ErrorCode[], headers?: Record<string, TSchema>) =>
-  response(
-    `${description} (code: ${codes.map((c) => `\`${c}\``).join(', ')})`,
-    Type.Unsafe({ $ref: 'Error#' }),
+/** For each code an error response may carry, a message the service really sends with it. */
+export type ErrorExamples = Partial<Record<ErrorCode, string>>;
+
+/**
+ * An error response, documented with the Error body of each of its codes as an example (its own code
+ * and status, so a docs page never shows a 429 as `invalid_request` 400). One code: the example;
+ * several: named examples, one per code.
+ */
+export function errorResponse(
+  description: string,
+  messages: ErrorExamples,
+  headers?: Record<string, TSchema>,
+) {
+  const bodies = (Object.entries(messages) as [ErrorCode, string][]).map(
+    ([code, message]): ErrorBody => ({ code, message, status: ERROR_STATUS[code] }),
+  );
+  const examples =
+    bodies.length === 1
+      ? { examples: bodies }
+      : {
+          'x-examples': Object.fromEntries(
+            bodies.map((body) => [body.code, { summary: `${body.status} ${body.code}`, value: body }]),
+          ),
+        };
+  return response(
+    `${description} (code: ${bodies.map((body) => `\`${body.code}\``).join(', ')})`,
+    Type.Unsafe({ $ref: 'Error#', ...examples }),
     headers,
   );
+}
 
 export const LinkHeader = (description: string) => Type.String({ description });

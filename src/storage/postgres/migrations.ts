@@ -1,4 +1,5 @@
 import type { Pool } from 'pg';
+import type { SchemaVersions } from '../storage.js';
 import { inTransaction } from './transaction.js';
 
 /**
@@ -58,8 +59,8 @@ const MIGRATION_LOCK = 7_304_118_263_520_001n;
  * several nodes start at once one migrates and the others, once let in, find nothing left to do; and a
  * failed migration leaves no half-applied schema behind (PostgreSQL's DDL is transactional).
  */
-export async function migrate(pool: Pool): Promise<void> {
-  await inTransaction(pool, async (client) => {
+export async function migrate(pool: Pool): Promise<SchemaVersions> {
+  return inTransaction(pool, async (client) => {
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
     await client.query(
       `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -70,9 +71,11 @@ export async function migrate(pool: Pool): Promise<void> {
     const { rows } = await client.query<{ applied: number }>(
       'SELECT coalesce(max(version), 0) AS applied FROM schema_migrations',
     );
-    for (let version = rows[0]?.applied ?? 0; version < POSTGRES_MIGRATIONS.length; version++) {
+    const applied = rows[0]?.applied ?? 0;
+    for (let version = applied; version < POSTGRES_MIGRATIONS.length; version++) {
       await client.query(POSTGRES_MIGRATIONS[version] as string);
       await client.query('INSERT INTO schema_migrations (version) VALUES ($1)', [version + 1]);
     }
+    return { from: applied, to: Math.max(applied, POSTGRES_MIGRATIONS.length) };
   });
 }

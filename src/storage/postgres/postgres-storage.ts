@@ -11,6 +11,7 @@ import type {
   PetRecordInput,
   PetStore,
   PoolStats,
+  SchemaVersions,
   Storage,
 } from '../storage.js';
 import { toStorageError, translateUnavailable } from '../unavailable.js';
@@ -80,10 +81,12 @@ export class PostgresStorage implements Storage {
   readonly pets: PetStore & { settled(): Promise<void> };
   readonly apiKeys: ApiKeyStore;
   readonly idempotency: IdempotencyStore;
+  readonly schema: SchemaVersions;
   readonly #pool: pg.Pool;
 
-  private constructor(pool: pg.Pool) {
+  private constructor(pool: pg.Pool, schema: SchemaVersions) {
     this.#pool = pool;
+    this.schema = schema;
     this.pets = translateUnavailable(new PostgresPetStore(pool), isPostgresUnavailable);
     this.apiKeys = translateUnavailable(new PostgresApiKeyStore(pool), isPostgresUnavailable);
     this.idempotency = translateUnavailable(new PostgresIdempotencyStore(pool), isPostgresUnavailable);
@@ -99,12 +102,13 @@ export class PostgresStorage implements Storage {
       connectionTimeoutMillis: options.timeoutMs,
       types,
     });
+    let schema: SchemaVersions;
     try {
-      await migrate(migrations);
+      schema = await migrate(migrations);
     } finally {
       await migrations.end();
     }
-    return new PostgresStorage(newPool(url, options));
+    return new PostgresStorage(newPool(url, options), schema);
   }
 
   async sharedSecret(name: string): Promise<Buffer> {

@@ -12,6 +12,7 @@ import type {
   PetListQuery,
   PetRecordInput,
   PetStore,
+  SchemaVersions,
   Storage,
 } from '../storage.js';
 import { toStorageError, translateUnavailable } from '../unavailable.js';
@@ -41,6 +42,7 @@ export class SqliteStorage implements Storage {
   readonly pets: PetStore & { settled(): Promise<void> };
   readonly apiKeys: ApiKeyStore;
   readonly idempotency: IdempotencyStore;
+  readonly schema: SchemaVersions;
   readonly #db: Database.Database;
   readonly #timeoutMs: number;
   readonly #probe: Database.Statement<[number]>;
@@ -55,7 +57,7 @@ export class SqliteStorage implements Storage {
     // FULL: a commit is on disk before it returns, so a 201 survives a crash the instant after.
     this.#db.pragma('synchronous = FULL');
     this.#db.pragma('foreign_keys = ON');
-    migrate(this.#db);
+    this.schema = migrate(this.#db);
     this.pets = translateUnavailable(new SqlitePetStore(this.#db), isSqliteUnavailable);
     this.apiKeys = translateUnavailable(new SqliteApiKeyStore(this.#db), isSqliteUnavailable);
     this.idempotency = translateUnavailable(new SqliteIdempotencyStore(this.#db), isSqliteUnavailable);
@@ -101,16 +103,19 @@ export class SqliteStorage implements Storage {
 const PROBE_WRITE =
   'INSERT INTO readiness_probe (id, checked_at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at';
 
-function migrate(db: Database.Database): void {
+function migrate(db: Database.Database): SchemaVersions {
   // The version is read inside the write transaction: a process that waited for another's migration
   // then sees it done instead of running it a second time.
-  db.transaction(() => {
-    const applied = db.pragma('user_version', { simple: true }) as number;
-    for (let version = applied; version < SQLITE_MIGRATIONS.length; version++) {
-      db.exec(SQLITE_MIGRATIONS[version] as string);
-      db.pragma(`user_version = ${version + 1}`);
-    }
-  }).immediate();
+  return db
+    .transaction(() => {
+      const applied = db.pragma('user_version', { simple: true }) as number;
+      for (let version = applied; version < SQLITE_MIGRATIONS.length; version++) {
+        db.exec(SQLITE_MIGRATIONS[version] as string);
+        db.pragma(`user_version = ${version + 1}`);
+      }
+      return { from: applied, to: Math.max(applied, SQLITE_MIGRATIONS.length) };
+    })
+    .immediate();
 }
 
 /** A pets row as a raw statement returns it: id, name, category_id, status. */

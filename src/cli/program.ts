@@ -1,0 +1,18 @@
+import { Command } from 'commander';
+import { keysCommand } from './keys.js';
+import { migrateCommand } from './migrate.js';
+import { migrateDataCommand } from './migrate-data.js';
+import { seedCommand } from './seed.js';
+import { serveCommand } from './serve.js';
+
+/** The `petstore` command line: every command it has (the README's command table is checked against it). */
+export function petstoreProgram(): Command {
+  return new Command('petstore')
+    .description('The animal store service: an HTTP+JSON API for animals, guarded by API keys.')
+    .addHelpText('after', '\nConfiguration comes from environment variables; see `petstore serve --help`.')
+    .addCommand(serveCommand())
+    .addCommand(keysCommand())
+    .addCommand(migrateCommand())
+    .addCommand(migrateDataCommand())
+    .addCommand(seedCommand());
+}
