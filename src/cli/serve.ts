@@ -13,10 +13,13 @@ function parseWorkers(value: string): number {
 }
 
 export function serveCommand(): Command {
-  const variables = describeConfig()
+  const described = describeConfig();
+  // Every description starts in one column, however long the longest name.
+  const width = Math.max(...described.map((v) => v.name.length));
+  const variables = described
     .map(
       (v) =>
-        `  ${v.name.padEnd(18)} ${v.description}${v.default === undefined ? '' : ` (default: ${JSON.stringify(v.default)})`}`,
+        `  ${v.name.padEnd(width)}  ${v.description}${v.default === undefined ? '' : ` (default: ${JSON.stringify(v.default)})`}`,
     )
     .join('\n');
   return new Command('serve')

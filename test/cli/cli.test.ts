@@ -284,6 +284,18 @@ describe('petstore help', { concurrency: 4 }, () => {
         `${name} is not listed:\n${result.stdout}`,
       );
     }
+    // Every description starts in one column, the longest name included.
+    const columns = new Set(
+      describeConfig().map(({ name }) => {
+        const line = variables.find((l) => new RegExp(`^\\s+${name}\\s`).test(l)) as string;
+        return (
+          line.indexOf(name) +
+          name.length +
+          (/^\s*/.exec(line.slice(line.indexOf(name) + name.length))?.[0].length ?? 0)
+        );
+      }),
+    );
+    assert.equal(columns.size, 1, `descriptions start in ${columns.size} columns:\n${variables.join('\n')}`);
     assert.match(result.stdout, /PORT\s+.*\(default: 3000\)/);
     assert.match(result.stdout, /DATABASE_URL\s+.*\(default: "sqlite:\.\/data\/petstore\.db"\)/);
   });

@@ -40,5 +40,3 @@ export function errorResponse(
     headers,
   );
 }
-
-export const LinkHeader = (description: string) => Type.String({ description });
