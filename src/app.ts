@@ -6,6 +6,7 @@ import { ApiKeyVerifier } from './domain/api-keys.js';
 import { IdempotentPetCreation } from './domain/idempotency.js';
 import { CursorCodec } from './domain/paging.js';
 import { PetCatalog } from './domain/pet-catalog.js';
+import type { Storage } from './domain/storage.js';
 import type { TokenBuckets } from './domain/token-bucket.js';
 import { requireApiKey } from './http/auth.js';
 import { AuthFailureLimiter } from './http/auth-failures.js';
@@ -34,7 +35,6 @@ import { PET_SCHEMAS } from './http/schemas/pet.js';
 import { StorageOutage } from './http/storage-outage.js';
 import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
-import type { Storage } from './storage/storage.js';
 
 export interface AppOptions {
   config: Config;

@@ -2,9 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import type { Config } from './config/config.js';
 import { ensureFirstApiKey } from './domain/api-keys.js';
+import type { ApiKeyStore } from './domain/storage.js';
 import type { GuardedServer } from './http/connections.js';
 import { databaseLocation, openStorage } from './storage/open-storage.js';
-import type { ApiKeyStore } from './storage/storage.js';
 
 export interface RunningServer {
   app: FastifyInstance;

@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { newApiKey } from '../domain/api-keys.js';
-import type { ApiKeyRecord } from '../storage/storage.js';
+import type { ApiKeyRecord } from '../domain/storage.js';
 import { withStorage } from './with-storage.js';
 
 export function keysCommand(): Command {

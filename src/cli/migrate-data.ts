@@ -1,4 +1,5 @@
 import { Command, InvalidArgumentError } from 'commander';
+import type { Storage } from '../domain/storage.js';
 import {
   type CopyProgress,
   compareData,
@@ -7,7 +8,6 @@ import {
   type TableComparison,
 } from '../storage/copy-data.js';
 import { openStorage } from '../storage/open-storage.js';
-import type { Storage } from '../storage/storage.js';
 import { ProgressLine } from './progress-line.js';
 
 // The copy runs one query at a time on each side.

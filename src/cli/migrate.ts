@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import { loadConfig } from '../config/config.js';
+import type { SchemaVersions } from '../domain/storage.js';
 import { databaseLocation } from '../storage/open-storage.js';
-import type { SchemaVersions } from '../storage/storage.js';
 import { withStorage } from './with-storage.js';
 
 export function migrateCommand(): Command {

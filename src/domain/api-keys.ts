@@ -1,5 +1,5 @@
 import { hash, randomBytes, randomUUID } from 'node:crypto';
-import type { ApiKeyRecord, ApiKeyStore } from '../storage/storage.js';
+import type { ApiKeyRecord, ApiKeyStore } from './storage.js';
 
 /** Recognisable in logs, config files and secret scanners. */
 export const API_KEY_PREFIX = 'pst_';

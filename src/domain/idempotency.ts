@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import type { IdempotencyStore } from '../storage/storage.js';
 import { IdempotencyKeyReusedError } from './errors.js';
 import type { NewPet, Pet } from './pet.js';
 import { newPetRecord } from './pet-catalog.js';
+import type { IdempotencyStore } from './storage.js';
 
 /** How long a key is remembered: Stripe's and the IETF draft's usual 24 hours. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;

@@ -1,6 +1,6 @@
-import type { PetRecordInput, PetStore } from '../storage/storage.js';
 import type { CursorCodec } from './paging.js';
 import { DEFAULT_PET_STATUS, type NewPet, type Pet, type PetStatus } from './pet.js';
+import type { PetRecordInput, PetStore } from './storage.js';
 
 /** The contract's page sizes: `limit` defaults to 20 and may not exceed 100. */
 export const DEFAULT_PAGE_SIZE = 20;

@@ -1,5 +1,5 @@
-import type { PetRecordInput } from '../storage/storage.js';
 import { PET_STATUSES, type PetStatus } from './pet.js';
+import type { PetRecordInput } from './storage.js';
 
 const NAMES = [
   'Biscuit',

@@ -3,8 +3,8 @@ import type { FastifyInstance } from 'fastify';
 import { AggregatorRegistry, Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { Type } from 'typebox';
 import { StorageUnavailableError } from '../domain/errors.js';
+import type { Storage } from '../domain/storage.js';
 import { interceptErrors } from '../storage/intercept-errors.js';
-import type { Storage } from '../storage/storage.js';
 import { response } from './schemas/responses.js';
 import type { StorageOutage } from './storage-outage.js';
 

@@ -1,5 +1,5 @@
 import type { Pet } from '../domain/pet.js';
-import type { ApiKeyRecord, Storage } from './storage.js';
+import type { ApiKeyRecord, Storage } from '../domain/storage.js';
 
 export interface CopyProgress {
   what: 'api keys' | 'pets';

@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import type { Config } from '../config/config.js';
-import type { Storage } from './storage.js';
+import type { Storage } from '../domain/storage.js';
 
 /**
  * Picks the adapter from DATABASE_URL: `sqlite:<path>`, `sqlite::memory:` or `postgres://…`. Each

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { INT64_MAX, INT64_MIN, PET_STATUSES, type Pet } from '../../src/domain/pet.js';
+import type { ApiKeyRecord, Storage } from '../../src/domain/storage.js';
 import { compareData, petBatches } from '../../src/storage/copy-data.js';
-import type { ApiKeyRecord, Storage } from '../../src/storage/storage.js';
 import { after, backends, before, sqlite, type TestDatabase, test } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 

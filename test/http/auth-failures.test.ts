@@ -5,7 +5,7 @@ import {
   REFUSED_KEY_LIMIT,
   REFUSED_KEY_TTL_MS,
 } from '../../src/domain/api-keys.js';
-import type { ApiKeyStore } from '../../src/storage/storage.js';
+import type { ApiKeyStore } from '../../src/domain/storage.js';
 import { after, backends, before, describe, test } from '../support/backends.js';
 import { startTestServer, TEST_KEY, type TestServer } from '../support/test-server.js';
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import type { Pet } from '../../src/domain/pet.js';
 import { INT64_MAX, INT64_MIN } from '../../src/domain/pet.js';
-import type { ApiKeyRecord, Storage } from '../../src/storage/storage.js';
+import type { ApiKeyRecord, Storage } from '../../src/domain/storage.js';
 import { afterEach, type Backend, beforeEach, type TestDatabase, test } from '../support/backends.js';
 
 const key = (id: string, hash: string): ApiKeyRecord => ({

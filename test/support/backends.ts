@@ -6,8 +6,8 @@ import type { HookFn, HookOptions, TestFn, TestOptions } from 'node:test';
 import * as nodeTest from 'node:test';
 import pg from 'pg';
 import { loadConfig } from '../../src/config/config.js';
+import type { Storage } from '../../src/domain/storage.js';
 import { openStorage } from '../../src/storage/open-storage.js';
-import type { Storage } from '../../src/storage/storage.js';
 
 /** A database for one test: its URL, and a way to throw it away afterwards. */
 export interface TestDatabase {

@@ -2,8 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { parse } from 'lossless-json';
 import { type AppOptions, buildApp } from '../../src/app.js';
 import { type Config, loadConfig } from '../../src/config/config.js';
+import type { Storage } from '../../src/domain/storage.js';
 import { openStorage } from '../../src/storage/open-storage.js';
-import type { Storage } from '../../src/storage/storage.js';
 import { type Backend, sqlite, type TestDatabase } from './backends.js';
 import { OpenApiContract } from './openapi-contract.js';
 

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { Type } from 'typebox';
-import type { Storage } from '../../storage/storage.js';
+import type { Storage } from '../../domain/storage.js';
 import { unavailable } from '../errors.js';
 import { errorResponse, response } from '../schemas/responses.js';
 

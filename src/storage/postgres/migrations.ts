@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import type { SchemaVersions } from '../storage.js';
+import type { SchemaVersions } from '../../domain/storage.js';
 import { inTransaction } from './transaction.js';
 
 /**

@@ -1,6 +1,11 @@
 import type pg from 'pg';
+import type {
+  IdempotencyClaim,
+  IdempotencyStore,
+  IdempotentCreation,
+  PetRecordInput,
+} from '../../domain/storage.js';
 import { type PetRow, toPet } from '../pet-row.js';
-import type { IdempotencyClaim, IdempotencyStore, IdempotentCreation, PetRecordInput } from '../storage.js';
 import { inTransaction } from './transaction.js';
 
 /** Idempotency-Key records on PostgreSQL, shared by every node. */

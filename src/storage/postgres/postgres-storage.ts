@@ -1,8 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Pet } from '../../domain/pet.js';
-import { CreateBatcher } from '../create-batcher.js';
-import { type PetRow, toPet } from '../pet-row.js';
 import type {
   ApiKeyRecord,
   ApiKeyStore,
@@ -13,7 +11,9 @@ import type {
   PoolStats,
   SchemaVersions,
   Storage,
-} from '../storage.js';
+} from '../../domain/storage.js';
+import { CreateBatcher } from '../create-batcher.js';
+import { type PetRow, toPet } from '../pet-row.js';
 import { toStorageError, translateUnavailable } from '../unavailable.js';
 import { isPostgresUnavailable } from './errors.js';
 import { migrate } from './migrations.js';

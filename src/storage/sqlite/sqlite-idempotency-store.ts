@@ -1,7 +1,12 @@
 import type Database from 'better-sqlite3';
 import type { PetStatus } from '../../domain/pet.js';
+import type {
+  IdempotencyClaim,
+  IdempotencyStore,
+  IdempotentCreation,
+  PetRecordInput,
+} from '../../domain/storage.js';
 import { type PetRow, toPet } from '../pet-row.js';
-import type { IdempotencyClaim, IdempotencyStore, IdempotentCreation, PetRecordInput } from '../storage.js';
 
 interface ClaimRow {
   api_key_hash: string;

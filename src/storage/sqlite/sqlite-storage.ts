@@ -3,8 +3,6 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { Pet, PetStatus } from '../../domain/pet.js';
-import { CreateBatcher } from '../create-batcher.js';
-import { type PetRow, toPet } from '../pet-row.js';
 import type {
   ApiKeyRecord,
   ApiKeyStore,
@@ -14,7 +12,9 @@ import type {
   PetStore,
   SchemaVersions,
   Storage,
-} from '../storage.js';
+} from '../../domain/storage.js';
+import { CreateBatcher } from '../create-batcher.js';
+import { type PetRow, toPet } from '../pet-row.js';
 import { toStorageError, translateUnavailable } from '../unavailable.js';
 import { SQLITE_MIGRATIONS } from './migrations.js';
 import { SqliteIdempotencyStore } from './sqlite-idempotency-store.js';

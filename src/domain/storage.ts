@@ -1,8 +1,9 @@
-import type { Pet, PetStatus } from '../domain/pet.js';
+import type { Pet, PetStatus } from './pet.js';
 
 /**
- * The storage interface: everything the service needs from a database. Each adapter (one folder per
- * database) implements it and passes the same contract suite, test/storage/storage-contract.ts.
+ * The storage port: everything the domain needs from a database, owned by the domain. Each adapter
+ * (src/storage/<database>/) implements it and passes the same contract suite,
+ * test/storage/storage-contract.ts.
  */
 export interface Storage {
   readonly pets: PetStore;
