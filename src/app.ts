@@ -112,7 +112,7 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
     { prefix: '/v1' },
   );
   await app.ready();
-  return app as unknown as FastifyInstance;
+  return app;
 }
 
 /** JSON lines on stdout by default; LOG_FORMAT=pretty turns them into readable lines for a terminal. */
