@@ -47,10 +47,14 @@ export function requireApiKey(
 ): void {
   app.decorateRequest('apiKeyHash', '');
   app.addHook('onRequest', (request, _reply, done) => {
-    const retryAfter = failures?.retryAfterSeconds(request.ip) ?? 0;
-    if (retryAfter > 0) return done(tooManyFailures(retryAfter));
+    // request.ip runs proxy-addr over X-Forwarded-For behind TRUSTED_PROXIES: worked out once, if needed.
+    const address = failures ? request.ip : '';
+    if (failures) {
+      const retryAfter = failures.retryAfterSeconds(address);
+      if (retryAfter > 0) return done(tooManyFailures(retryAfter));
+    }
     const refuse = (tokenSent: boolean) => {
-      failures?.failed(request.ip);
+      failures?.failed(address);
       done(unauthorized(tokenSent));
     };
     const header = request.headers.authorization;

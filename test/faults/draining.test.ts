@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { after, describe, test } from 'node:test';
-import { CliProcess, killAllCliProcesses, poll, tempDatabase } from '../support/cli.js';
+import { killAllCliProcesses, poll, type ServeProcess, startServe, tempDatabase } from '../support/cli.js';
 import { queryDatabase } from '../support/db-inspect.js';
 import { TEST_KEY } from '../support/test-server.js';
 
@@ -36,32 +36,30 @@ function post(agent: Agent, port: number, i: number): Promise<Outcome> {
   });
 }
 
-async function startServe(
-  args: string[],
+/** The service on a temporary database, rate limits and request lines off; `workers` for --workers. */
+async function serveOn(
   databaseUrl: string,
-  env: Record<string, string> = {},
-): Promise<{ serve: CliProcess; port: number }> {
-  const serve = new CliProcess(args, {
-    PORT: '0',
-    DATABASE_URL: databaseUrl,
-    PETSTORE_API_KEYS: TEST_KEY,
-    RATE_LIMIT_PER_SECOND: '0',
-    LOG_REQUESTS: 'false',
-    ...env,
-  });
-  const port = await serve.waitFor('the service to listen', () => {
-    const match = /listening (?:at|on) http:\/\/127\.0\.0\.1:(\d+)/.exec(serve.stdout + serve.stderr);
-    const workersUp = args.includes('--workers') ? /workers listening/.test(serve.stderr) : true;
-    return match && workersUp ? Number(match[1]) : undefined;
-  });
-  return { serve, port };
+  { workers, env = {} }: { workers?: number; env?: Record<string, string> } = {},
+): Promise<{ serve: ServeProcess; port: number }> {
+  const serve = await startServe(
+    {
+      DATABASE_URL: databaseUrl,
+      PETSTORE_API_KEYS: TEST_KEY,
+      RATE_LIMIT_PER_SECOND: '0',
+      LOG_REQUESTS: 'false',
+      ...env,
+    },
+    workers ? { workers } : {},
+  );
+  return { serve, port: Number(new URL(serve.url).port) };
 }
 
-for (const args of [['serve'], ['serve', '--workers', '2']]) {
+for (const workers of [undefined, 2]) {
+  const args = workers ? ['serve', '--workers', String(workers)] : ['serve'];
   describe(`petstore ${args.join(' ')}: SIGTERM under keep-alive load`, () => {
     test('when SIGTERM arrives while 20 keep-alive connections send creates back to back, then every request sent is answered, none is reset, and every 201 is stored', async () => {
       const database = tempDatabase();
-      const { serve, port } = await startServe(args, database.url);
+      const { serve, port } = await serveOn(database.url, workers ? { workers } : {});
       const agent = new Agent({ keepAlive: true, maxSockets: 20 });
       const outcomes: Outcome[] = [];
       let stop = false;
@@ -113,9 +111,7 @@ describe('pipelining', () => {
     const database = tempDatabase();
     // Load shedding off: on a busy machine the flood may lag the event loop past its threshold, and a
     // 503 from shedding is not what this test is about.
-    const { serve, port } = await startServe(['serve'], database.url, {
-      OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0',
-    });
+    const { serve, port } = await serveOn(database.url, { env: { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0' } });
     const flooders: Socket[] = [];
     try {
       const flood = 'GET /v1/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(4_500);
@@ -153,7 +149,7 @@ describe('pipelining', () => {
 
   test('when a client pipelines a few requests, then each is answered, in order', async () => {
     const database = tempDatabase();
-    const { serve, port } = await startServe(['serve'], database.url);
+    const { serve, port } = await serveOn(database.url);
     try {
       const ids = Array.from({ length: 12 }, (_, i) => i + 1);
       const requests = ids

@@ -12,11 +12,12 @@ import {
   test,
 } from '../support/backends.js';
 import {
-  CliProcess,
+  type CliProcess,
   killAllCliProcesses,
   oneLineFailure,
   poll,
   runCli,
+  startServe,
   type TempDatabase,
   tempDatabase,
 } from '../support/cli.js';
@@ -88,15 +89,15 @@ const servesAgain = (port: number) =>
 
 async function startCluster(env: Record<string, string>): Promise<{ serve: CliProcess; port: number }> {
   const port = await freePort();
-  const serve = new CliProcess(['serve', '--workers', '2'], {
-    PORT: String(port),
-    PETSTORE_API_KEYS: TEST_KEY,
-    RATE_LIMIT_PER_SECOND: '0',
-    LOG_REQUESTS: 'false',
-    ...env,
-  });
-  await serve.waitFor('the primary to say its workers listen', () =>
-    /petstore: 2 workers listening/.test(serve.stderr) ? true : undefined,
+  const serve = await startServe(
+    {
+      PORT: String(port),
+      PETSTORE_API_KEYS: TEST_KEY,
+      RATE_LIMIT_PER_SECOND: '0',
+      LOG_REQUESTS: 'false',
+      ...env,
+    },
+    { workers: 2 },
   );
   return { serve, port };
 }

@@ -187,17 +187,28 @@ export interface ServeProcess extends CliProcess {
   url: string;
 }
 
-/** Starts `petstore serve` on a free port (PORT=0) and waits for its "Server listening at" log line. */
+/**
+ * Starts `petstore serve` (on a free port unless env sets PORT) and waits until it listens: its
+ * "Server listening at" log line, or with `workers` the primary's "N workers listening on" line.
+ */
 export async function startServe(
   env: Record<string, string>,
-  options: { cwd?: string } = {},
+  options: { cwd?: string; workers?: number } = {},
 ): Promise<ServeProcess> {
-  const cli = new CliProcess(['serve'], { PORT: '0', ...env }, options);
+  const args = options.workers ? ['serve', '--workers', String(options.workers)] : ['serve'];
+  const cli = new CliProcess(args, { PORT: '0', ...env }, options);
   try {
-    const url = await cli.waitFor('the "Server listening at" log line', () => {
-      const match = /"msg":"Server listening at (http:\/\/127\.0\.0\.1:\d+)"/.exec(cli.stdout);
-      return match?.[1];
-    });
+    const url = options.workers
+      ? await cli.waitFor('the primary to say its workers listen', () => {
+          const match = new RegExp(`petstore: ${options.workers} workers listening on (http://\\S+)`).exec(
+            cli.stderr,
+          );
+          return match?.[1];
+        })
+      : await cli.waitFor('the "Server listening at" log line', () => {
+          const match = /"msg":"Server listening at (http:\/\/127\.0\.0\.1:\d+)"/.exec(cli.stdout);
+          return match?.[1];
+        });
     return Object.assign(cli, { url });
   } catch (error) {
     await cli.kill();
