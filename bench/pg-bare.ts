@@ -5,7 +5,8 @@
  *
  *   tsx bench/pg-bare.ts '{"url":"postgres://…","poolSize":10,"connections":32,"seconds":10,"size":10000}'
  */
-import { newPool, PET_READS } from '../src/storage/postgres/postgres-storage.js';
+import { PET_READS } from '../src/storage/postgres/pets.js';
+import { newPool } from '../src/storage/postgres/postgres-storage.js';
 
 interface BareSpec {
   url: string;

@@ -3,7 +3,7 @@ import type { SchemaObject } from 'ajv';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Config } from './config/config.js';
 import { ApiKeyVerifier } from './domain/api-keys.js';
-import { IdempotentPetCreation } from './domain/idempotency.js';
+import { pruneIdempotencyKeys } from './domain/idempotency.js';
 import { CursorCodec } from './domain/paging.js';
 import { PetCatalog } from './domain/pet-catalog.js';
 import type { Storage } from './domain/storage.js';
@@ -93,11 +93,9 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
   registerMetrics(app, metrics);
   const store = metrics.instrument(storage, new StorageOutage(app.log));
   const links = new Links(config.publicBaseUrl);
-  const catalog = new PetCatalog(store.pets, new CursorCodec(await store.sharedSecret('cursor')));
+  const catalog = new PetCatalog(store.pets, new CursorCodec(await store.sharedSecret('cursor')), now);
   const verifier = new ApiKeyVerifier(store.apiKeys, config.apiKeys);
-
-  const creations = new IdempotentPetCreation(store.idempotency, now);
-  pruneExpiredIdempotencyKeys(app, creations);
+  pruneExpiredIdempotencyKeys(app, () => pruneIdempotencyKeys(store.idempotency, now()));
   const buckets = await openTokenBuckets(config, app);
 
   await app.register(healthRoutes, { storage });
@@ -107,7 +105,7 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
       await shedLoad(v1, config);
       requireApiKey(v1, verifier, config.authFailures && new AuthFailureLimiter(config.authFailures));
       if (buckets) limitRequestRate(v1, { buckets, policy: config.rateLimit, metrics });
-      await v1.register(petRoutes, { catalog, creations, links, now });
+      await v1.register(petRoutes, { catalog, links, now });
     },
     { prefix: '/v1' },
   );
@@ -149,11 +147,9 @@ async function openTokenBuckets(config: Config, app: FastifyInstance): Promise<T
 // Expired keys are already ignored; deleting them only keeps the table small. Hourly is plenty.
 const PRUNE_INTERVAL_MS = 60 * 60 * 1000;
 
-function pruneExpiredIdempotencyKeys(app: FastifyInstance, creations: IdempotentPetCreation): void {
+function pruneExpiredIdempotencyKeys(app: FastifyInstance, prune: () => Promise<number>): void {
   const timer = setInterval(() => {
-    creations
-      .prune()
-      .catch((error: unknown) => app.log.warn({ err: error }, 'pruning idempotency keys failed'));
+    prune().catch((error: unknown) => app.log.warn({ err: error }, 'pruning idempotency keys failed'));
   }, PRUNE_INTERVAL_MS);
   timer.unref();
   app.addHook('onClose', async () => clearInterval(timer));

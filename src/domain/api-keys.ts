@@ -34,31 +34,17 @@ export function newApiKey(name: string, now: Date): IssuedApiKey {
 }
 
 /**
- * How long a token found to be no key is refused again without asking the database. A flood of
- * requests with one bad key cost a query each (a valid client's throughput fell from 731 to 68
- * requests/s on PostgreSQL). The same bound as a revocation's: a key tried just before it was created
- * works within this.
- */
-export const REFUSED_KEY_TTL_MS = 2_000;
-/** Beyond this many remembered refusals the memory starts over: bounded whatever callers send. */
-export const REFUSED_KEY_LIMIT = 10_000;
-
-/**
  * Decides whether a bearer token is a live key. Tokens are compared by their SHA-256 digest, looked up
  * as a whole: a caller cannot learn a key byte by byte from response times, because changing one byte
- * of the token changes the whole digest.
+ * of the token changes the whole digest. Lookups go to the store, which remembers them (ApiKeyCache).
  */
 export class ApiKeyVerifier {
   readonly #store: ApiKeyStore;
   readonly #configuredHashes: ReadonlySet<string>;
-  readonly #now: () => number;
-  /** Digests of tokens recently found to be no key, with when that finding expires. */
-  readonly #refused = new Map<string, number>();
 
-  constructor(store: ApiKeyStore, configuredKeys: readonly string[], now: () => number = Date.now) {
+  constructor(store: ApiKeyStore, configuredKeys: readonly string[]) {
     this.#store = store;
     this.#configuredHashes = new Set(configuredKeys.map(hashApiKey));
-    this.#now = now;
   }
 
   /**
@@ -71,17 +57,7 @@ export class ApiKeyVerifier {
     if (token.length === 0 || token.length > MAX_TOKEN_LENGTH) return undefined;
     const hash = hashApiKey(token);
     if (this.#configuredHashes.has(hash)) return hash;
-    const refusedUntil = this.#refused.get(hash);
-    if (refusedUntil !== undefined) {
-      if (refusedUntil > this.#now()) return undefined;
-      this.#refused.delete(hash);
-    }
-    return this.#store.findActiveByHash(hash).then((key) => {
-      if (key !== undefined) return hash;
-      if (this.#refused.size >= REFUSED_KEY_LIMIT) this.#refused.clear();
-      this.#refused.set(hash, this.#now() + REFUSED_KEY_TTL_MS);
-      return undefined;
-    });
+    return this.#store.findActiveByHash(hash).then((key) => (key === undefined ? undefined : hash));
   }
 }
 

@@ -1,8 +1,6 @@
 import { createHash } from 'node:crypto';
-import { IdempotencyKeyReusedError } from './errors.js';
-import type { NewPet, Pet } from './pet.js';
-import { newPetRecord } from './pet-catalog.js';
-import type { IdempotencyStore } from './storage.js';
+import type { NewPet } from './pet.js';
+import type { IdempotencyClaim, IdempotencyStore } from './storage.js';
 
 /** How long a key is remembered: Stripe's and the IETF draft's usual 24 hours. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
@@ -17,34 +15,17 @@ export function requestHashOf(pet: NewPet): string {
   return createHash('sha256').update(meaning).digest('hex');
 }
 
-/**
- * createPet with an Idempotency-Key (draft-ietf-httpapi-idempotency-key-header): the first request
- * with a key creates the pet; a retry with the same key and body within the window gets that same
- * pet back and creates nothing; the same key with a different body is refused.
- */
-export class IdempotentPetCreation {
-  readonly #store: IdempotencyStore;
-  readonly #now: () => Date;
+/** One use of an Idempotency-Key at `at`: a record older than the window is treated as absent. */
+export function idempotencyClaim(
+  apiKeyHash: string,
+  key: string,
+  requestHash: string,
+  at: Date,
+): IdempotencyClaim {
+  return { apiKeyHash, key, requestHash, at, expiredBefore: new Date(at.getTime() - IDEMPOTENCY_WINDOW_MS) };
+}
 
-  constructor(store: IdempotencyStore, now: () => Date) {
-    this.#store = store;
-    this.#now = now;
-  }
-
-  /** `apiKeyHash` scopes the key to its sender: two clients' keys never meet. */
-  async create(apiKeyHash: string, key: string, pet: NewPet): Promise<{ pet: Pet; replayed: boolean }> {
-    const at = this.#now();
-    const requestHash = requestHashOf(pet);
-    const outcome = await this.#store.createPetOnce(
-      { apiKeyHash, key, requestHash, at, expiredBefore: new Date(at.getTime() - IDEMPOTENCY_WINDOW_MS) },
-      newPetRecord(pet),
-    );
-    if (outcome.requestHash !== requestHash) throw new IdempotencyKeyReusedError();
-    return { pet: outcome.pet, replayed: outcome.replayed };
-  }
-
-  /** Forgets keys past the window (they are already ignored); resolves to how many. */
-  prune(): Promise<number> {
-    return this.#store.prune(new Date(this.#now().getTime() - IDEMPOTENCY_WINDOW_MS));
-  }
+/** Forgets keys past the window (they are already ignored); resolves to how many. */
+export function pruneIdempotencyKeys(store: IdempotencyStore, now: Date): Promise<number> {
+  return store.prune(new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS));
 }

@@ -1,3 +1,5 @@
+import { IdempotencyKeyReusedError } from './errors.js';
+import { idempotencyClaim, requestHashOf } from './idempotency.js';
 import type { CursorCodec } from './paging.js';
 import { DEFAULT_PET_STATUS, type NewPet, type Pet, type PetStatus } from './pet.js';
 import type { PetRecordInput, PetStore } from './storage.js';
@@ -25,14 +27,24 @@ export const newPetRecord = (pet: NewPet): PetRecordInput => ({
   status: pet.status ?? DEFAULT_PET_STATUS,
 });
 
-/** The use cases of the pets resource, free of HTTP and SQL. */
+export interface PetCreationRequest {
+  /** SHA-256 of the caller's API key: an Idempotency-Key is scoped to its sender. */
+  caller: string;
+  pet: NewPet;
+  /** The Idempotency-Key sent with the request, if any. */
+  idempotencyKey?: string | undefined;
+}
+
+/** The use cases of the pets resource, one per operation, free of HTTP and SQL. */
 export class PetCatalog {
   readonly #store: PetStore;
   readonly #cursors: CursorCodec;
+  readonly #now: () => Date;
 
-  constructor(store: PetStore, cursors: CursorCodec) {
+  constructor(store: PetStore, cursors: CursorCodec, now: () => Date) {
     this.#store = store;
     this.#cursors = cursors;
+    this.#now = now;
   }
 
   /** Ascending id order: keyset paging visits each pet once, whatever is created meanwhile. */
@@ -47,8 +59,25 @@ export class PetCatalog {
     return { pets, nextCursor: this.#cursors.encode({ afterId: last.id, status: query.status }) };
   }
 
-  create(pet: NewPet): Promise<Pet> {
-    return this.#store.create(newPetRecord(pet));
+  /**
+   * createPet. With an Idempotency-Key (draft-ietf-httpapi-idempotency-key-header), the first request
+   * creates the pet; a retry with the same key and body within the window gets that same pet back and
+   * creates nothing; the same key with a different body is refused. With or without a key, the create
+   * takes the same path: the store groups concurrent creates into one durable commit.
+   */
+  async create({
+    caller,
+    pet,
+    idempotencyKey,
+  }: PetCreationRequest): Promise<{ pet: Pet; replayed: boolean }> {
+    if (idempotencyKey === undefined) return this.#store.create({ pet: newPetRecord(pet) });
+    const requestHash = requestHashOf(pet);
+    const created = await this.#store.create({
+      pet: newPetRecord(pet),
+      idempotency: idempotencyClaim(caller, idempotencyKey, requestHash, this.#now()),
+    });
+    if (created.requestHash !== requestHash) throw new IdempotencyKeyReusedError();
+    return { pet: created.pet, replayed: created.replayed };
   }
 
   find(id: bigint): Promise<Pet | undefined> {

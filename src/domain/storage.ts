@@ -52,9 +52,28 @@ export interface PetListQuery {
   limit: number;
 }
 
+/** A pet to create, with the Idempotency-Key claim it was sent with, if any. */
+export interface PetCreation {
+  pet: PetRecordInput;
+  idempotency?: IdempotencyClaim | undefined;
+}
+
+export interface CreatedPet {
+  pet: Pet;
+  /** True when an earlier request with the same Idempotency-Key created the pet, false when this one did. */
+  replayed: boolean;
+  /** With a claim: the request hash the key was first used with (the claim's own when not replayed). */
+  requestHash?: string | undefined;
+}
+
 export interface PetStore {
-  /** Resolves once the pet is durably stored. */
-  create(pet: PetRecordInput): Promise<Pet>;
+  /**
+   * Creates the pet, or with an Idempotency-Key claim, creates it and records the key with it in one
+   * transaction unless a live record for (apiKeyHash, key) exists: then nothing is created and the
+   * recorded pet is returned. Concurrent claims of one key, from any node, are settled by the database:
+   * exactly one creates. Resolves once durably stored; adapters group concurrent creates into one commit.
+   */
+  create(creation: PetCreation): Promise<CreatedPet>;
   /** Stores several new pets in one transaction (one durable commit); resolves to them, in order, with their ids. */
   createMany(pets: readonly PetRecordInput[]): Promise<Pet[]>;
   findById(id: bigint): Promise<Pet | undefined>;
@@ -67,6 +86,8 @@ export interface PetStore {
    * get ids above every imported one. Resolves to the number of pets inserted.
    */
   importBatch(pets: readonly Pet[]): Promise<number>;
+  /** Resolves once every create accepted so far has been committed or refused (before closing). */
+  settled(): Promise<void>;
 }
 
 export interface ApiKeyRecord {
@@ -107,21 +128,7 @@ export interface IdempotencyClaim {
   expiredBefore: Date;
 }
 
-export interface IdempotentCreation {
-  pet: Pet;
-  /** The request hash that the key was first used with (the claim's own when `replayed` is false). */
-  requestHash: string;
-  /** True when an earlier request with this key created the pet, false when this one did. */
-  replayed: boolean;
-}
-
 export interface IdempotencyStore {
-  /**
-   * Creates the pet and records the key with it in one transaction, unless a live record for
-   * (apiKeyHash, key) exists; then nothing is created and the recorded pet is returned. Concurrent
-   * calls with one key, from any node, are settled by the database: exactly one creates.
-   */
-  createPetOnce(claim: IdempotencyClaim, pet: PetRecordInput): Promise<IdempotentCreation>;
   /** Deletes records created before `expiredBefore`; resolves to how many. */
   prune(expiredBefore: Date): Promise<number>;
 }

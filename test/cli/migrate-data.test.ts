@@ -4,6 +4,7 @@ import type { ApiKeyRecord, Storage } from '../../src/domain/storage.js';
 import { compareData, petBatches } from '../../src/storage/copy-data.js';
 import { after, backends, before, sqlite, type TestDatabase, test } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
+import { createPet } from '../support/storage.js';
 
 const PET_COUNT = 3_000;
 
@@ -111,7 +112,7 @@ for (const backend of backends) {
 
     test('when the copy takes a new pet, then its id comes after every copied one', async () => {
       const copied = await open(target);
-      const pet = await copied.pets.create({ name: 'first after the move', categoryId: 1n, status: 'sold' });
+      const pet = await createPet(copied, { name: 'first after the move', categoryId: 1n, status: 'sold' });
       assert.ok(pet.id > (seedPets.at(-1) as Pet).id, `new id ${pet.id}`);
     });
 

@@ -1,70 +1,9 @@
 import assert from 'node:assert/strict';
-import {
-  ApiKeyVerifier,
-  newApiKey,
-  REFUSED_KEY_LIMIT,
-  REFUSED_KEY_TTL_MS,
-} from '../../src/domain/api-keys.js';
-import type { ApiKeyStore } from '../../src/domain/storage.js';
-import { after, backends, before, describe, test } from '../support/backends.js';
+import { after, before, describe, test } from '../support/backends.js';
 import { startTestServer, TEST_KEY, type TestServer } from '../support/test-server.js';
 
 const FAILURES_PER_MINUTE = 5;
 const BAD_KEY = 'pst_not-a-key-0123456789';
-
-for (const backend of backends) {
-  backend.describe(`refused keys (${backend.name})`, () => {
-    let server: TestServer;
-    before(async () => {
-      server = await startTestServer({ backend });
-    });
-    after(() => server.close());
-
-    /** The real store, with its key lookups counted. */
-    function countingStore(): { store: ApiKeyStore; lookups: () => number } {
-      let lookups = 0;
-      const real = server.storage.apiKeys;
-      const store: ApiKeyStore = Object.create(real);
-      store.findActiveByHash = (hash) => {
-        lookups++;
-        return real.findActiveByHash(hash);
-      };
-      return { store, lookups: () => lookups };
-    }
-
-    test('when one unknown key is sent again and again, then the database is asked once per refusal period', async () => {
-      let now = 1_000_000;
-      const { store, lookups } = countingStore();
-      const verifier = new ApiKeyVerifier(store, [], () => now);
-      for (let i = 0; i < 100; i++) assert.equal(await verifier.authenticate(BAD_KEY), undefined);
-      assert.equal(lookups(), 1);
-      now += REFUSED_KEY_TTL_MS + 1;
-      assert.equal(await verifier.authenticate(BAD_KEY), undefined);
-      assert.equal(lookups(), 2, 'asked again once the refusal expired');
-    });
-
-    test('when a key refused a moment ago is created, then it works once the refusal period has passed', async () => {
-      let now = 2_000_000;
-      const { store } = countingStore();
-      const verifier = new ApiKeyVerifier(store, [], () => now);
-      const key = newApiKey('late', new Date());
-      assert.equal(await verifier.authenticate(key.secret), undefined);
-      await server.storage.apiKeys.insert(key.record);
-      now += REFUSED_KEY_TTL_MS + 1;
-      assert.equal(await verifier.authenticate(key.secret), key.record.hash);
-    });
-
-    test('when more distinct unknown keys arrive than the refusal memory holds, then it starts over instead of growing', async () => {
-      const { store, lookups } = countingStore();
-      const verifier = new ApiKeyVerifier(store, [], () => 3_000_000);
-      for (let i = 0; i <= REFUSED_KEY_LIMIT; i++) await verifier.authenticate(`pst_unknown-${i}-0123456789`);
-      assert.equal(lookups(), REFUSED_KEY_LIMIT + 1);
-      // The memory was full at the last one, so it started over: the first key is looked up again.
-      await verifier.authenticate('pst_unknown-0-0123456789');
-      assert.equal(lookups(), REFUSED_KEY_LIMIT + 2);
-    });
-  });
-}
 
 describe('failed authentications per client address', () => {
   let server: TestServer;

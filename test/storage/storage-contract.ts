@@ -3,6 +3,7 @@ import type { Pet } from '../../src/domain/pet.js';
 import { INT64_MAX, INT64_MIN } from '../../src/domain/pet.js';
 import type { ApiKeyRecord, Storage } from '../../src/domain/storage.js';
 import { afterEach, type Backend, beforeEach, type TestDatabase, test } from '../support/backends.js';
+import { createPet } from '../support/storage.js';
 
 const key = (id: string, hash: string): ApiKeyRecord => ({
   id,
@@ -43,8 +44,8 @@ export function storageContract(backend: Backend): void {
     });
 
     test('when pets are created, then ids are assigned in ascending order and every field reads back', async () => {
-      const a = await storage.pets.create({ name: 'Rex', categoryId: 1n, status: 'available' });
-      const b = await storage.pets.create({ name: 'Tom', categoryId: 2n, status: 'sold' });
+      const a = await createPet(storage, { name: 'Rex', categoryId: 1n, status: 'available' });
+      const b = await createPet(storage, { name: 'Tom', categoryId: 2n, status: 'sold' });
       assert.ok(a.id >= 1n && b.id > a.id);
       assert.deepEqual(await storage.pets.findById(a.id), {
         id: a.id,
@@ -56,7 +57,7 @@ export function storageContract(backend: Backend): void {
     });
 
     test('when several pets are created at once, then each gets an ascending id, in order, and reads back', async () => {
-      const first = await storage.pets.create({ name: 'before', categoryId: 1n, status: 'available' });
+      const first = await createPet(storage, { name: 'before', categoryId: 1n, status: 'available' });
       const input = Array.from({ length: 250 }, (_, i) => ({
         name: `bulk ${i}`,
         categoryId: BigInt(i) * 2n ** 40n,
@@ -82,7 +83,7 @@ export function storageContract(backend: Backend): void {
         categoryId: BigInt(i),
         status: (['available', 'pending', 'sold'] as const)[i % 3] ?? 'sold',
       }));
-      const created = await Promise.all(input.map((pet) => storage.pets.create(pet)));
+      const created = await Promise.all(input.map((pet) => createPet(storage, pet)));
       assert.deepEqual(
         created.map(({ id: _, ...rest }) => rest),
         input,
@@ -91,9 +92,52 @@ export function storageContract(backend: Backend): void {
       for (const pet of created) assert.deepEqual(await storage.pets.findById(pet.id), pet);
     });
 
+    test('when creates with and without Idempotency-Keys arrive together, on two connections, then each key creates once and the rest create each', async () => {
+      const other = await database.open();
+      opened.push(other);
+      const at = new Date('2026-05-06T07:08:09.000Z');
+      const claim = (apiKeyHash: string, key: string, requestHash: string) => ({
+        apiKeyHash,
+        key,
+        requestHash,
+        at,
+        expiredBefore: new Date(at.getTime() - 1000),
+      });
+      const pet = { name: 'keyed', categoryId: 7n, status: 'available' as const };
+      const creations = Array.from({ length: 24 }, (_, i) => ({
+        // Keys "k0" and "k1" of one caller, each sent 8 times over both connections; 8 creates without a key.
+        pet: { ...pet, name: `n${i}` },
+        idempotency: i % 3 === 2 ? undefined : claim('caller-a', `k${i % 3}`, `hash-k${i % 3}`),
+      }));
+      const results = await Promise.all(
+        creations.map((creation, i) => (i % 2 === 0 ? storage : other).pets.create(creation)),
+      );
+      for (const key of ['k0', 'k1']) {
+        const mine = results.filter((_, i) => creations[i]?.idempotency?.key === key);
+        assert.equal(mine.length, 8);
+        assert.equal(mine.filter((r) => !r.replayed).length, 1, `${key} created exactly once`);
+        assert.equal(new Set(mine.map((r) => r.pet.id)).size, 1, `every ${key} request got the same pet`);
+        assert.ok(mine.every((r) => r.requestHash === `hash-${key}`));
+      }
+      const plain = results.filter((_, i) => creations[i]?.idempotency === undefined);
+      assert.equal(plain.length, 8);
+      assert.ok(plain.every((r) => !r.replayed));
+      assert.equal(await storage.pets.count(), 8 + 2, 'one pet per key and one per create without a key');
+
+      const sameKeyOtherCaller = await storage.pets.create({ pet, idempotency: claim('caller-b', 'k0', 'x') });
+      assert.equal(sameKeyOtherCaller.replayed, false, "one caller's key never meets another's");
+      const expired = await storage.pets.create({
+        pet,
+        idempotency: { ...claim('caller-a', 'k0', 'new'), expiredBefore: new Date(at.getTime() + 1) },
+      });
+      assert.equal(expired.replayed, false, 'an expired record is replaced');
+      assert.equal(expired.requestHash, 'new');
+      assert.equal(await storage.pets.count(), 12);
+    });
+
     test('when categoryId is at the int64 limits, then it is stored exactly', async () => {
       for (const categoryId of [INT64_MAX, INT64_MIN, 2n ** 53n + 1n, -(2n ** 53n) - 1n, 0n]) {
-        const pet = await storage.pets.create({ name: 'x', categoryId, status: 'pending' });
+        const pet = await createPet(storage, { name: 'x', categoryId, status: 'pending' });
         assert.equal((await storage.pets.findById(pet.id))?.categoryId, categoryId);
       }
     });
@@ -106,7 +150,7 @@ export function storageContract(backend: Backend): void {
         'a'.repeat(255),
         '%_\\',
       ]) {
-        const pet = await storage.pets.create({ name, categoryId: 1n, status: 'available' });
+        const pet = await createPet(storage, { name, categoryId: 1n, status: 'available' });
         assert.equal((await storage.pets.findById(pet.id))?.name, name);
       }
     });
@@ -120,7 +164,7 @@ export function storageContract(backend: Backend): void {
       const pets = [];
       for (let i = 0; i < 7; i++) {
         pets.push(
-          await storage.pets.create({
+          await createPet(storage, {
             name: `p${i}`,
             categoryId: BigInt(i),
             status: i % 2 ? 'sold' : 'available',
@@ -142,7 +186,7 @@ export function storageContract(backend: Backend): void {
     });
 
     test('when the storage is reopened, then everything written is still there', async () => {
-      const pet = await storage.pets.create({ name: 'kept', categoryId: 5n, status: 'sold' });
+      const pet = await createPet(storage, { name: 'kept', categoryId: 5n, status: 'sold' });
       await storage.apiKeys.insert(key('key_1', 'h1'));
       const secret = await storage.sharedSecret('cursor');
       await storage.close();
@@ -159,7 +203,7 @@ export function storageContract(backend: Backend): void {
       try {
         nodes.push(...(await Promise.all([1, 2, 3, 4].map(() => fresh.open()))));
         const created = await Promise.all(
-          nodes.map((node, i) => node.pets.create({ name: `n${i}`, categoryId: BigInt(i), status: 'sold' })),
+          nodes.map((node, i) => createPet(node, { name: `n${i}`, categoryId: BigInt(i), status: 'sold' })),
         );
         assert.equal(new Set(created.map((pet) => pet.id)).size, nodes.length, 'ids are unique across nodes');
         for (const node of nodes) {
@@ -216,7 +260,7 @@ export function storageContract(backend: Backend): void {
     });
 
     test('when pets are imported, then their ids and fields are kept and later creates come after them', async () => {
-      const created = await storage.pets.create({
+      const created = await createPet(storage, {
         name: 'already here',
         categoryId: 1n,
         status: 'available',
@@ -242,7 +286,7 @@ export function storageContract(backend: Backend): void {
       assert.equal(await storage.pets.importBatch([]), 0);
       assert.deepEqual(await storage.pets.list({ afterId: 0n, limit: 100 }), expected);
 
-      const next = await storage.pets.create({ name: 'after', categoryId: 2n, status: 'sold' });
+      const next = await createPet(storage, { name: 'after', categoryId: 2n, status: 'sold' });
       assert.ok(next.id > 5_000_000_000n, `a new pet's id (${next.id}) comes after every imported one`);
     });
 

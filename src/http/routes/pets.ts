@@ -2,7 +2,6 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { GET_PET_DEPRECATED_AT, GET_PET_SUNSET, isRetired } from '../../domain/deprecation.js';
 import { IdempotencyKeyReusedError } from '../../domain/errors.js';
-import type { IdempotentPetCreation } from '../../domain/idempotency.js';
 import { DEFAULT_PAGE_SIZE, type PetCatalog } from '../../domain/pet-catalog.js';
 import { ContentEncodingHeader } from '../content-coding.js';
 import { ApiError } from '../errors.js';
@@ -13,7 +12,6 @@ import { errorResponse, response } from '../schemas/responses.js';
 
 export interface PetRoutesOptions {
   catalog: PetCatalog;
-  creations: IdempotentPetCreation;
   links: Links;
   now: () => Date;
 }
@@ -72,7 +70,7 @@ const NOT_FOUND = 'no animal has this id';
 
 export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
   app,
-  { catalog, creations, links, now },
+  { catalog, links, now },
 ) => {
   app.get(
     '/pets',
@@ -165,10 +163,11 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
     },
     async (request, reply) => {
       const key = request.headers['idempotency-key'];
-      const { pet, replayed } =
-        key === undefined
-          ? { pet: await catalog.create(request.body), replayed: false }
-          : await creations.create(request.apiKeyHash, idempotencyKeyOf(key), request.body);
+      const { pet, replayed } = await catalog.create({
+        caller: request.apiKeyHash,
+        pet: request.body,
+        idempotencyKey: key === undefined ? undefined : idempotencyKeyOf(key),
+      });
       // Stripe's header: lets a client (and its logs) tell the stored answer from a new creation.
       if (replayed) reply.header('Idempotent-Replayed', 'true');
       return reply.code(201).header('Location', links.pet(pet.id)).send(pet);

@@ -1,13 +1,19 @@
+import type Database from 'better-sqlite3';
+import { PET_STATUSES } from '../../domain/pet.js';
+import type { SchemaVersions } from '../../domain/storage.js';
+import { sqlList } from '../sql.js';
+
 /**
  * Schema versions, applied in order at start; `PRAGMA user_version` records how far a database has got.
- * Append only: a released migration is never edited.
+ * Append only: a released migration is never edited. Value lists (statuses) come from the domain's
+ * constants, so both adapters check the same values; changing one needs a migration of its own.
  */
 export const SQLITE_MIGRATIONS: readonly string[] = [
   `CREATE TABLE pets (
      id          INTEGER PRIMARY KEY AUTOINCREMENT,
      name        TEXT    NOT NULL,
      category_id INTEGER NOT NULL,
-     status      TEXT    NOT NULL CHECK (status IN ('available', 'pending', 'sold'))
+     status      TEXT    NOT NULL CHECK (status IN (${sqlList(PET_STATUSES)}))
    );
    -- Keyset paging with a status filter walks this index in id order, whatever the table's size.
    CREATE INDEX pets_status_id ON pets (status, id);
@@ -41,3 +47,19 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
      checked_at INTEGER NOT NULL
    );`,
 ];
+
+/** Brings the schema up to date; resolves to the versions before and after. */
+export function migrate(db: Database.Database): SchemaVersions {
+  // The version is read inside the write transaction: a process that waited for another's migration
+  // then sees it done instead of running it a second time.
+  return db
+    .transaction(() => {
+      const applied = db.pragma('user_version', { simple: true }) as number;
+      for (let version = applied; version < SQLITE_MIGRATIONS.length; version++) {
+        db.exec(SQLITE_MIGRATIONS[version] as string);
+        db.pragma(`user_version = ${version + 1}`);
+      }
+      return { from: applied, to: Math.max(applied, SQLITE_MIGRATIONS.length) };
+    })
+    .immediate();
+}

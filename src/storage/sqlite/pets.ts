@@ -1,0 +1,127 @@
+import type Database from 'better-sqlite3';
+import type { Pet, PetStatus } from '../../domain/pet.js';
+import type {
+  CreatedPet,
+  PetCreation,
+  PetListQuery,
+  PetRecordInput,
+  PetStore,
+} from '../../domain/storage.js';
+import { CreateBatcher } from '../create-batcher.js';
+import { type PetRow, toPet } from '../pet-row.js';
+import type { SqliteIdempotencyStore } from './idempotency.js';
+
+/** A pets row as a raw statement returns it: id, name, category_id, status. */
+type PetTuple = [bigint, string, bigint, PetStatus];
+type PageStatement = Database.Statement<[bigint], PetTuple>;
+type PageByStatusStatement = Database.Statement<[PetStatus, bigint], PetTuple>;
+
+/** Pets on SQLite. int64 columns come back as bigint (safeIntegers), never rounded to a double. */
+export class SqlitePetStore implements PetStore {
+  readonly #db: Database.Database;
+  readonly #idempotency: SqliteIdempotencyStore;
+  /** The one pet INSERT: every create, with or without an Idempotency-Key, and every seeded pet. */
+  readonly #insert: Database.Statement<[string, bigint, PetStatus], { id: bigint }>;
+  readonly #byId: Database.Statement<[bigint], PetRow>;
+  /** Page statements by LIMIT: [unfiltered, by status]. */
+  readonly #pages = new Map<number, [PageStatement, PageByStatusStatement]>();
+  readonly #createAll: Database.Transaction<(creations: readonly PetCreation[]) => CreatedPet[]>;
+  readonly #creates: CreateBatcher<PetCreation, CreatedPet>;
+
+  constructor(db: Database.Database, idempotency: SqliteIdempotencyStore) {
+    this.#db = db;
+    this.#idempotency = idempotency;
+    this.#insert = db
+      .prepare<[string, bigint, PetStatus], { id: bigint }>(
+        'INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING id',
+      )
+      .safeIntegers(true);
+    this.#byId = db
+      .prepare<[bigint], PetRow>('SELECT id, name, category_id, status FROM pets WHERE id = ?')
+      .safeIntegers(true);
+    this.#createAll = db.transaction((creations: readonly PetCreation[]) =>
+      creations.map((creation) => this.#createOne(creation)),
+    );
+    // better-sqlite3 commits synchronously, so the batch is whatever was queued in one event-loop turn.
+    // IMMEDIATE: the write lock is taken first, so processes sharing the file (--workers) take turns
+    // over a whole batch, claims of Idempotency-Keys included, and exactly one of them creates.
+    this.#creates = new CreateBatcher((creations) => this.#createAll.immediate(creations));
+  }
+
+  #insertPet(pet: PetRecordInput): Pet {
+    const { id } = this.#insert.get(pet.name, pet.categoryId, pet.status) as { id: bigint };
+    return { id, ...pet };
+  }
+
+  /** One create inside the batch's transaction: a later one in the batch sees what this one wrote. */
+  #createOne({ pet, idempotency }: PetCreation): CreatedPet {
+    if (!idempotency) return { pet: this.#insertPet(pet), replayed: false };
+    if (!this.#idempotency.claim(idempotency)) return this.#idempotency.recorded(idempotency);
+    const created = this.#insertPet(pet);
+    this.#idempotency.attach(idempotency, created.id);
+    return { pet: created, replayed: false, requestHash: idempotency.requestHash };
+  }
+
+  create(creation: PetCreation): Promise<CreatedPet> {
+    return this.#creates.add(creation);
+  }
+
+  async createMany(pets: readonly PetRecordInput[]): Promise<Pet[]> {
+    return this.#createAll.immediate(pets.map((pet) => ({ pet }))).map((created) => created.pet);
+  }
+
+  settled(): Promise<void> {
+    return this.#creates.settled();
+  }
+
+  /**
+   * The page statements for this many rows, prepared on first use. The LIMIT is written into the SQL
+   * rather than bound: a bound LIMIT made each page query 4 µs slower (a quarter of reading 21 rows).
+   * Pages come back as arrays (raw), not objects: 21 rows took 76 µs instead of 128 µs on the
+   * benchmark machine.
+   */
+  #pageStatements(limit: number): [PageStatement, PageByStatusStatement] {
+    let statements = this.#pages.get(limit);
+    if (statements) return statements;
+    if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`invalid page size: ${limit}`);
+    const select = (where: string) =>
+      this.#db
+        .prepare(`SELECT id, name, category_id, status FROM pets WHERE ${where} ORDER BY id LIMIT ${limit}`)
+        .safeIntegers(true)
+        .raw(true);
+    statements = [
+      select('id > ?') as PageStatement,
+      select('status = ? AND id > ?') as PageByStatusStatement,
+    ];
+    this.#pages.set(limit, statements);
+    return statements;
+  }
+
+  async findById(id: bigint): Promise<Pet | undefined> {
+    const row = this.#byId.get(id);
+    return row && toPet(row);
+  }
+
+  async list(query: PetListQuery): Promise<Pet[]> {
+    const [page, pageByStatus] = this.#pageStatements(query.limit);
+    const rows = query.status ? pageByStatus.all(query.status, query.afterId) : page.all(query.afterId);
+    return rows.map(([id, name, categoryId, status]) => ({ id, name, categoryId, status }));
+  }
+
+  async count(): Promise<number> {
+    return this.#db.prepare<[], number>('SELECT count(*) FROM pets').pluck().get() as number;
+  }
+
+  async importBatch(pets: readonly Pet[]): Promise<number> {
+    // AUTOINCREMENT's counter follows the largest id inserted, so later creates come after these.
+    const insert = this.#db.prepare<[bigint, string, bigint, PetStatus]>(
+      'INSERT INTO pets (id, name, category_id, status) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING',
+    );
+    return this.#db.transaction(() =>
+      pets.reduce(
+        (inserted, pet) => inserted + insert.run(pet.id, pet.name, pet.categoryId, pet.status).changes,
+        0,
+      ),
+    )();
+  }
+}
