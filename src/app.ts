@@ -8,28 +8,28 @@ import { CursorCodec } from './domain/paging.js';
 import { PetCatalog } from './domain/pet-catalog.js';
 import type { Storage } from './domain/storage.js';
 import type { TokenBuckets } from './domain/token-bucket.js';
-import { requireApiKey } from './http/auth.js';
+import { authentication } from './http/auth.js';
 import { AuthFailureLimiter } from './http/auth-failures.js';
 import { answerClientError, answerConnect } from './http/client-errors.js';
 import { GuardedServer } from './http/connections.js';
-import { registerContentCodings } from './http/content-coding.js';
-import { registerCors } from './http/cors.js';
-import { registerDocs } from './http/docs.js';
-import { installDraining } from './http/draining.js';
-import { installErrorHandling, sendError, toApiError } from './http/errors.js';
-import { routeExpectations } from './http/expect.js';
-import { installJsonBodyParser } from './http/json-body.js';
+import { contentCodings } from './http/content-coding.js';
+import { corsPolicy } from './http/cors.js';
+import { docs } from './http/docs.js';
+import { draining } from './http/draining.js';
+import { errorHandling, sendError, toApiError } from './http/errors.js';
+import { expectations } from './http/expect.js';
+import { jsonBody } from './http/json-body.js';
 import { Links } from './http/links.js';
-import { registerMetrics, ServiceMetrics } from './http/metrics.js';
-import { registerOpenApi } from './http/openapi.js';
+import { metricsEndpoint, ServiceMetrics } from './http/metrics.js';
+import { openApi } from './http/openapi.js';
 import { shedLoad } from './http/overload.js';
-import { limitRequestRate } from './http/rate-limit.js';
-import { requestHeadError } from './http/request-head.js';
-import { requestIdFor, setCommonHeaders } from './http/request-id.js';
+import { rateLimit } from './http/rate-limit.js';
+import { requestHead } from './http/request-head.js';
+import { requestIdFor } from './http/request-id.js';
 import { RequestLog } from './http/request-log.js';
 import { healthRoutes } from './http/routes/health.js';
 import { petRoutes } from './http/routes/pets.js';
-import { installRouteFallbacks } from './http/routing.js';
+import { routeFallbacks } from './http/routing.js';
 import { ErrorBody } from './http/schemas/error.js';
 import { PET_SCHEMAS } from './http/schemas/pet.js';
 import { StorageOutage } from './http/storage-outage.js';
@@ -70,27 +70,24 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
     clientErrorHandler: answerClientError,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  routeExpectations(app);
   app.server.on('connect', answerConnect);
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   app.setValidatorCompiler(createValidatorCompiler(SHARED_SCHEMAS));
-  installJsonBodyParser(app, config.bodyLimit);
-  await registerContentCodings(app);
-  installErrorHandling(app);
-  installDraining(app, app.server as GuardedServer);
-  installRouteFallbacks(app);
-  await registerOpenApi(app, config);
-  await registerCors(app, config.corsOrigins);
-  await registerDocs(app);
 
-  // Hooks on the request path take a callback rather than being async: no promise per request per hook.
-  app.addHook('onRequest', (request, reply, done) => {
-    setCommonHeaders(reply);
-    done(requestHeadError(request.raw));
-  });
+  // Named plugins: each declares the ones it must come after, and Fastify refuses a wrong order.
+  await app.register(errorHandling);
+  await app.register(expectations);
+  await app.register(requestHead);
+  await app.register(jsonBody, { bodyLimit: config.bodyLimit });
+  await app.register(contentCodings);
+  await app.register(draining);
+  await app.register(routeFallbacks);
+  await app.register(openApi, { publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl });
+  await app.register(corsPolicy, { origins: config.corsOrigins });
+  await app.register(docs);
 
   const metrics = new ServiceMetrics(storage);
-  registerMetrics(app, metrics);
+  await app.register(metricsEndpoint, { metrics });
   const store = metrics.instrument(storage, new StorageOutage(app.log));
   const links = new Links(config.publicBaseUrl);
   const catalog = new PetCatalog(store.pets, new CursorCodec(await store.sharedSecret('cursor')), now);
@@ -101,10 +98,14 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
   await app.register(healthRoutes, { storage });
   await app.register(
     async (v1) => {
-      // In this order: shed load before anything costs work, then know the caller, then count it.
-      await shedLoad(v1, config);
-      requireApiKey(v1, verifier, config.authFailures && new AuthFailureLimiter(config.authFailures));
-      if (buckets) limitRequestRate(v1, { buckets, policy: config.rateLimit, metrics });
+      // Shed load before anything costs work, then know the caller, then count it (each plugin's
+      // dependencies say so too).
+      await v1.register(shedLoad, { overload: config.overload });
+      await v1.register(authentication, {
+        verifier,
+        failures: config.authFailures ? new AuthFailureLimiter(config.authFailures) : undefined,
+      });
+      await v1.register(rateLimit, { buckets, policy: config.rateLimit, metrics });
       await v1.register(petRoutes, { catalog, links, now });
     },
     { prefix: '/v1' },

@@ -1,8 +1,11 @@
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { Type } from 'typebox';
 import type { ApiKeyVerifier } from '../domain/api-keys.js';
 import type { AuthFailureLimiter } from './auth-failures.js';
 import { ApiError } from './errors.js';
 import { isRepeated } from './request-head.js';
+import { documentOnEveryRoute, errorResponse } from './schemas/responses.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -34,42 +37,60 @@ function tooManyFailures(retryAfterSeconds: number): ApiError {
   );
 }
 
+/** How every /v1 operation documents its 401, with a message the service really sends. */
+const unauthorizedAnswer = errorResponse(
+  'Missing or invalid API key',
+  { unauthorized: 'an API key is required: send "Authorization: Bearer <key>"' },
+  {
+    'WWW-Authenticate': Type.String({
+      description: 'Bearer realm="animal-store", with error="invalid_token" when a key was sent.',
+    }),
+  },
+);
+
+export interface AuthenticationOptions {
+  verifier: ApiKeyVerifier;
+  /** Refuses an address after too many failures; undefined when AUTH_FAILURES_PER_MINUTE is 0. */
+  failures: AuthFailureLimiter | undefined;
+}
+
 /**
- * Guards every route registered in this encapsulation context. It runs at onRequest, before the body
+ * Guards every route registered after it in its encapsulation context (/v1). It runs at onRequest, before the body
  * is read or anything validated, so an anonymous caller learns nothing about the request's shape. An
  * address (the client's, or behind TRUSTED_PROXIES the one they vouch for) that failed too often is
  * refused before its key is looked at.
  */
-export function requireApiKey(
-  app: FastifyInstance,
-  verifier: ApiKeyVerifier,
-  failures: AuthFailureLimiter | undefined,
-): void {
-  app.decorateRequest('apiKeyHash', '');
-  app.addHook('onRequest', (request, _reply, done) => {
-    // request.ip runs proxy-addr over X-Forwarded-For behind TRUSTED_PROXIES: worked out once, if needed.
-    const address = failures ? request.ip : '';
-    if (failures) {
-      const retryAfter = failures.retryAfterSeconds(address);
-      if (retryAfter > 0) return done(tooManyFailures(retryAfter));
-    }
-    const refuse = (tokenSent: boolean) => {
-      failures?.failed(address);
-      done(unauthorized(tokenSent));
-    };
-    const header = request.headers.authorization;
-    if (header === undefined) return refuse(false);
-    if (isRepeated(request.raw.rawHeaders, 'authorization')) return refuse(true);
-    const match = BEARER.exec(header);
-    if (!match) return refuse(BEARER_SCHEME.test(header));
-    const admit = (apiKeyHash: string | undefined) => {
-      if (apiKeyHash === undefined) return refuse(true);
-      request.apiKeyHash = apiKeyHash;
-      done();
-    };
-    // A callback hook, and a promise only when the key must be looked up: see authenticate.
-    const verdict = verifier.authenticate(match[1] as string);
-    if (verdict instanceof Promise) verdict.then(admit, done);
-    else admit(verdict);
-  });
-}
+export const authentication = fp(
+  async (app: FastifyInstance, { verifier, failures }: AuthenticationOptions) => {
+    documentOnEveryRoute(app, { 401: unauthorizedAnswer });
+    app.decorateRequest('apiKeyHash', '');
+    app.addHook('onRequest', (request, _reply, done) => {
+      // request.ip runs proxy-addr over X-Forwarded-For behind TRUSTED_PROXIES: worked out once, if needed.
+      const address = failures ? request.ip : '';
+      if (failures) {
+        const retryAfter = failures.retryAfterSeconds(address);
+        if (retryAfter > 0) return done(tooManyFailures(retryAfter));
+      }
+      const refuse = (tokenSent: boolean) => {
+        failures?.failed(address);
+        done(unauthorized(tokenSent));
+      };
+      const header = request.headers.authorization;
+      if (header === undefined) return refuse(false);
+      if (isRepeated(request.raw.rawHeaders, 'authorization')) return refuse(true);
+      const match = BEARER.exec(header);
+      if (!match) return refuse(BEARER_SCHEME.test(header));
+      const admit = (apiKeyHash: string | undefined) => {
+        if (apiKeyHash === undefined) return refuse(true);
+        request.apiKeyHash = apiKeyHash;
+        done();
+      };
+      // A callback hook, and a promise only when the key must be looked up: see authenticate.
+      const verdict = verifier.authenticate(match[1] as string);
+      if (verdict instanceof Promise) verdict.then(admit, done);
+      else admit(verdict);
+    });
+  },
+  // After shed-load: an overloaded node refuses before a key costs a lookup.
+  { name: 'authentication', fastify: '5.x', dependencies: ['error-handling', 'shed-load'] },
+);

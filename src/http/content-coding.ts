@@ -1,5 +1,6 @@
 import compress from '@fastify/compress';
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 
 /** DECISIONS.md: the request body codings decoded before parsing; any other is 415. */
@@ -36,18 +37,22 @@ const COMPRESS_THRESHOLD_BYTES = 1024;
  *   allows: gzip first (as small as br at level 4 here, for less CPU), then br, then deflate.
  * Must be registered before the routes: it attaches its hooks to each route as it is added.
  */
-export async function registerContentCodings(app: FastifyInstance): Promise<void> {
-  await app.register(compress, {
-    global: true,
-    requestEncodings: [...REQUEST_CODINGS, 'identity'],
-    encodings: ['gzip', 'br', 'deflate'],
-    threshold: COMPRESS_THRESHOLD_BYTES,
-  });
-  // Content codings are case-insensitive (RFC 9110 §8.4.1); the plugin compares them as written.
-  // A root hook runs before the plugin's, which it adds to each route.
-  app.addHook('preParsing', (request, _reply, payload, done) => {
-    const coding = request.headers['content-encoding'];
-    if (coding !== undefined) request.headers['content-encoding'] = coding.toLowerCase();
-    done(null, payload);
-  });
-}
+export const contentCodings = fp(
+  async (app: FastifyInstance) => {
+    await app.register(compress, {
+      global: true,
+      requestEncodings: [...REQUEST_CODINGS, 'identity'],
+      encodings: ['gzip', 'br', 'deflate'],
+      threshold: COMPRESS_THRESHOLD_BYTES,
+    });
+    // Content codings are case-insensitive (RFC 9110 §8.4.1); the plugin compares them as written.
+    // A root hook runs before the plugin's, which it adds to each route.
+    app.addHook('preParsing', (request, _reply, payload, done) => {
+      const coding = request.headers['content-encoding'];
+      if (coding !== undefined) request.headers['content-encoding'] = coding.toLowerCase();
+      done(null, payload);
+    });
+  },
+  // After json-body: a repeated Content-Type is refused, and 100 Continue sent, before any decoding.
+  { name: 'content-codings', fastify: '5.x', dependencies: ['json-body'] },
+);

@@ -1,29 +1,33 @@
 import cors from '@fastify/cors';
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 
 /**
  * CORS, off unless CORS_ORIGINS names the browser origins allowed to call the API. Preflights are
  * answered without a key (browsers never send credentials on them); the headers a client needs to read
  * (paging, Location, deprecation, request id, rate limits) are exposed.
  */
-export async function registerCors(app: FastifyInstance, origins: readonly string[]): Promise<void> {
-  if (origins.length === 0) return;
-  await app.register(cors, {
-    origin: [...origins],
-    methods: ['GET', 'HEAD', 'POST'],
-    allowedHeaders: ['Authorization', 'Content-Type', 'X-Request-Id', 'Idempotency-Key'],
-    exposedHeaders: [
-      'Link',
-      'Location',
-      'Deprecation',
-      'Sunset',
-      'X-Request-Id',
-      'WWW-Authenticate',
-      'Retry-After',
-      'RateLimit',
-      'RateLimit-Policy',
-      'Idempotent-Replayed',
-    ],
-    maxAge: 600,
-  });
-}
+export const corsPolicy = fp(
+  async (app: FastifyInstance, { origins }: { origins: readonly string[] }) => {
+    if (origins.length === 0) return;
+    await app.register(cors, {
+      origin: [...origins],
+      methods: ['GET', 'HEAD', 'POST'],
+      allowedHeaders: ['Authorization', 'Content-Type', 'X-Request-Id', 'Idempotency-Key'],
+      exposedHeaders: [
+        'Link',
+        'Location',
+        'Deprecation',
+        'Sunset',
+        'X-Request-Id',
+        'WWW-Authenticate',
+        'Retry-After',
+        'RateLimit',
+        'RateLimit-Policy',
+        'Idempotent-Replayed',
+      ],
+      maxAge: 600,
+    });
+  },
+  { name: 'cors', fastify: '5.x' },
+);

@@ -1,5 +1,6 @@
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { EXACT_JSON_SCRIPT } from './docs-exact-json.js';
 import { ApiError } from './errors.js';
 
@@ -13,49 +14,55 @@ interface DocsPageGlobal {
  * served from the swagger-ui-dist package (no CDN: it works offline). Its pages carry a content
  * security policy that allows only the service's own scripts, with hashes for the inline ones.
  */
-export async function registerDocs(app: FastifyInstance): Promise<void> {
-  await app.register(swaggerUi, {
-    routePrefix: '/docs',
-    staticCSP: true,
-    // Nothing from elsewhere: no fonts or styles over https:, no validator badge, and no
-    // upgrade-insecure-requests, which would break the page where it is served over plain http.
-    transformStaticCSP: (header) =>
-      header
-        .replace(/ https:/g, '')
-        .replace(/ validator\.swagger\.io/g, '')
-        .replace(/ upgrade-insecure-requests;/, '')
-        .replace("frame-ancestors 'self'", "frame-ancestors 'none'")
-        // Swagger UI sets a few inline styles at run time; scripts stay strictly 'self'.
-        .replace("style-src 'self'", "style-src 'self' 'unsafe-inline'"),
-    // A script of our own, from the service like every other (see docs-exact-json.ts).
-    theme: { title: 'Animal store service', js: [{ filename: 'exact-json.js', content: EXACT_JSON_SCRIPT }] },
-    uiHooks: {
-      // Swagger UI's plugin also serves the document at /docs/json and /docs/yaml. One address for the
-      // contract: the page's own request for it is sent on to /v1/openapi.json, the YAML copy is not served.
-      onRequest: (request, reply, done) => {
-        if (request.url === '/docs/json') reply.redirect('/v1/openapi.json', 308);
-        else
-          done(
-            request.url === '/docs/yaml'
-              ? new ApiError('not_found', 'no resource at this address')
-              : undefined,
-          );
+export const docs = fp(
+  async (app: FastifyInstance) => {
+    await app.register(swaggerUi, {
+      routePrefix: '/docs',
+      staticCSP: true,
+      // Nothing from elsewhere: no fonts or styles over https:, no validator badge, and no
+      // upgrade-insecure-requests, which would break the page where it is served over plain http.
+      transformStaticCSP: (header) =>
+        header
+          .replace(/ https:/g, '')
+          .replace(/ validator\.swagger\.io/g, '')
+          .replace(/ upgrade-insecure-requests;/, '')
+          .replace("frame-ancestors 'self'", "frame-ancestors 'none'")
+          // Swagger UI sets a few inline styles at run time; scripts stay strictly 'self'.
+          .replace("style-src 'self'", "style-src 'self' 'unsafe-inline'"),
+      // A script of our own, from the service like every other (see docs-exact-json.ts).
+      theme: {
+        title: 'Animal store service',
+        js: [{ filename: 'exact-json.js', content: EXACT_JSON_SCRIPT }],
       },
-    },
-    uiConfig: {
-      layout: 'BaseLayout', // no top bar: it only offers to explore other documents
-      deepLinking: true, // /docs#/pets/listPets: the address the deprecation Link points at
-      displayOperationId: true,
-      displayRequestDuration: true,
-      tryItOutEnabled: true,
-      persistAuthorization: false,
-      validatorUrl: null, // never call swagger.io's online validator
-      defaultModelsExpandDepth: 1,
-      // Written into the page's initializer script as source text: it runs in the browser, where the
-      // theme script above has defined the global by the time Swagger UI starts (on window load).
-      plugins: [
-        (system: unknown) => (globalThis as unknown as DocsPageGlobal).PetstoreExactJson.plugin(system),
-      ],
-    },
-  });
-}
+      uiHooks: {
+        // Swagger UI's plugin also serves the document at /docs/json and /docs/yaml. One address for the
+        // contract: the page's own request for it is sent on to /v1/openapi.json, the YAML copy is not served.
+        onRequest: (request, reply, done) => {
+          if (request.url === '/docs/json') reply.redirect('/v1/openapi.json', 308);
+          else
+            done(
+              request.url === '/docs/yaml'
+                ? new ApiError('not_found', 'no resource at this address')
+                : undefined,
+            );
+        },
+      },
+      uiConfig: {
+        layout: 'BaseLayout', // no top bar: it only offers to explore other documents
+        deepLinking: true, // /docs#/pets/listPets: the address the deprecation Link points at
+        displayOperationId: true,
+        displayRequestDuration: true,
+        tryItOutEnabled: true,
+        persistAuthorization: false,
+        validatorUrl: null, // never call swagger.io's online validator
+        defaultModelsExpandDepth: 1,
+        // Written into the page's initializer script as source text: it runs in the browser, where the
+        // theme script above has defined the global by the time Swagger UI starts (on window load).
+        plugins: [
+          (system: unknown) => (globalThis as unknown as DocsPageGlobal).PetstoreExactJson.plugin(system),
+        ],
+      },
+    });
+  },
+  { name: 'docs', fastify: '5.x', dependencies: ['openapi'] },
+);

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import type { GuardedServer } from './connections.js';
 
 /**
@@ -8,9 +9,13 @@ import type { GuardedServer } from './connections.js';
  * each connection ends after its answer instead of holding the process open until its keep-alive
  * timeout. (Fastify's return503OnClosing is off: it would answer them with a body that is not our Error.)
  */
-export function installDraining(app: FastifyInstance, server: GuardedServer): void {
-  app.addHook('onSend', (_request, reply, payload, done) => {
-    if (server.draining) reply.header('Connection', 'close');
-    done(null, payload);
-  });
-}
+export const draining = fp(
+  async (app: FastifyInstance) => {
+    const server = app.server as GuardedServer;
+    app.addHook('onSend', (_request, reply, payload, done) => {
+      if (server.draining) reply.header('Connection', 'close');
+      done(null, payload);
+    });
+  },
+  { name: 'draining', fastify: '5.x' },
+);

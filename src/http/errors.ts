@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
 import { IdempotencyKeyReusedError, InvalidCursorError, StorageUnavailableError } from '../domain/errors.js';
 import { ACCEPTED_REQUEST_CODINGS } from './content-coding.js';
 import { setCommonHeaders } from './request-id.js';
@@ -87,11 +88,14 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
 }
 
 /** Installs the error handler, the not-found handler and the 405 logic on the root instance. */
-export function installErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
-    const apiError = toApiError(error);
-    // An unavailable database is logged once per outage (StorageOutage), not with a stack per request.
-    if (apiError.code === 'internal_error') request.log.error({ err: error }, 'request failed');
-    return sendError(reply, apiError);
-  });
-}
+export const errorHandling = fp(
+  async (app: FastifyInstance) => {
+    app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
+      const apiError = toApiError(error);
+      // An unavailable database is logged once per outage (StorageOutage), not with a stack per request.
+      if (apiError.code === 'internal_error') request.log.error({ err: error }, 'request failed');
+      return sendError(reply, apiError);
+    });
+  },
+  { name: 'error-handling', fastify: '5.x' },
+);

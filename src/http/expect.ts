@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
 import { ApiError } from './errors.js';
 
 /** Node's own test for a 100-continue expectation (lib/_http_server.js), so both agree on which is which. */
@@ -11,13 +12,16 @@ const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i;
  * 417. Both kinds of request go through Fastify instead: `100 Continue` is sent once the request is
  * authenticated (continueIfExpected), and an unmet expectation gets the Error body.
  */
-export function routeExpectations(app: FastifyInstance): void {
-  // As a 'request', the way Node itself hands them on, so the server's own admission applies too.
-  const asRequest = (request: IncomingMessage, response: ServerResponse) =>
-    app.server.emit('request', request, response);
-  app.server.on('checkContinue', asRequest);
-  app.server.on('checkExpectation', asRequest);
-}
+export const expectations = fp(
+  async (app: FastifyInstance) => {
+    // As a 'request', the way Node itself hands them on, so the server's own admission applies too.
+    const asRequest = (request: IncomingMessage, response: ServerResponse) =>
+      app.server.emit('request', request, response);
+    app.server.on('checkContinue', asRequest);
+    app.server.on('checkExpectation', asRequest);
+  },
+  { name: 'expectations', fastify: '5.x' },
+);
 
 /** 100-continue is the only expectation HTTP defines, and the only one met: any other is 417. */
 export function unmetExpectation(expect: string | undefined): ApiError | undefined {

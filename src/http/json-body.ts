@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { parse } from 'lossless-json';
 import { ApiError } from './errors.js';
 import { continueIfExpected } from './expect.js';
@@ -44,23 +45,29 @@ export function parseJsonBody(body: Buffer): unknown {
 }
 
 /** Only application/json bodies are accepted (any charset parameter); everything else is 415. */
-export function installJsonBodyParser(app: FastifyInstance, bodyLimit: number): void {
-  app.removeAllContentTypeParsers();
-  // preParsing: after every onRequest hook, authentication included, and before the body is read.
-  // A callback, not an async function: it runs for every request, bodiless ones included.
-  app.addHook('preParsing', (request, reply, payload, done) => {
-    if (request.headers['content-type'] !== undefined && isRepeated(request.raw.rawHeaders, 'content-type')) {
-      done(new ApiError('unsupported_media_type', 'send exactly one Content-Type header'));
-      return;
-    }
-    continueIfExpected(request, reply);
-    done(null, payload);
-  });
-  app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
-    try {
-      done(null, parseJsonBody(body as Buffer));
-    } catch (error) {
-      done(error as Error, undefined);
-    }
-  });
-}
+export const jsonBody = fp(
+  async (app: FastifyInstance, { bodyLimit }: { bodyLimit: number }) => {
+    app.removeAllContentTypeParsers();
+    // preParsing: after every onRequest hook, authentication included, and before the body is read.
+    // A callback, not an async function: it runs for every request, bodiless ones included.
+    app.addHook('preParsing', (request, reply, payload, done) => {
+      if (
+        request.headers['content-type'] !== undefined &&
+        isRepeated(request.raw.rawHeaders, 'content-type')
+      ) {
+        done(new ApiError('unsupported_media_type', 'send exactly one Content-Type header'));
+        return;
+      }
+      continueIfExpected(request, reply);
+      done(null, payload);
+    });
+    app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
+      try {
+        done(null, parseJsonBody(body as Buffer));
+      } catch (error) {
+        done(error as Error, undefined);
+      }
+    });
+  },
+  { name: 'json-body', fastify: '5.x' },
+);

@@ -1,5 +1,6 @@
 import cluster from 'node:cluster';
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { AggregatorRegistry, Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { Type } from 'typebox';
 import { StorageUnavailableError } from '../domain/errors.js';
@@ -90,55 +91,58 @@ export class ServiceMetrics {
 }
 
 /** Records every response and serves GET /metrics (no key: it sits outside /v1). */
-export function registerMetrics(app: FastifyInstance, metrics: ServiceMetrics): void {
-  const workerMetrics = cluster.isWorker ? askPrimaryForMetrics(metrics.registry) : undefined;
-  // The labelled series of each (method, route, status), looked up once: prom-client otherwise hashes
-  // the label object on every call (2.5% of a `get`'s CPU in the benchmark's profile).
-  const series = new Map<string, { requests: Counter.Internal; duration: Histogram.Internal<Label> }>();
-  app.addHook('onResponse', (request, reply, done) => {
-    const method = request.method;
-    // The template, never the raw URL: one series per route, whatever the ids and queries.
-    const route = request.routeOptions.url ?? 'unmatched';
-    const status = reply.statusCode;
-    const name = `${method} ${route} ${status}`;
-    let labelled = series.get(name);
-    if (!labelled) {
-      const labels = { method, route, status: String(status) };
-      labelled = { requests: metrics.requests.labels(labels), duration: metrics.duration.labels(labels) };
-      series.set(name, labelled);
-    }
-    labelled.requests.inc();
-    labelled.duration.observe(reply.elapsedTime / 1000);
-    if (status === 429) metrics.rateLimited.inc();
-    done();
-  });
+export const metricsEndpoint = fp(
+  async (app: FastifyInstance, { metrics }: { metrics: ServiceMetrics }) => {
+    const workerMetrics = cluster.isWorker ? askPrimaryForMetrics(metrics.registry) : undefined;
+    // The labelled series of each (method, route, status), looked up once: prom-client otherwise hashes
+    // the label object on every call (2.5% of a `get`'s CPU in the benchmark's profile).
+    const series = new Map<string, { requests: Counter.Internal; duration: Histogram.Internal<Label> }>();
+    app.addHook('onResponse', (request, reply, done) => {
+      const method = request.method;
+      // The template, never the raw URL: one series per route, whatever the ids and queries.
+      const route = request.routeOptions.url ?? 'unmatched';
+      const status = reply.statusCode;
+      const name = `${method} ${route} ${status}`;
+      let labelled = series.get(name);
+      if (!labelled) {
+        const labels = { method, route, status: String(status) };
+        labelled = { requests: metrics.requests.labels(labels), duration: metrics.duration.labels(labels) };
+        series.set(name, labelled);
+      }
+      labelled.requests.inc();
+      labelled.duration.observe(reply.elapsedTime / 1000);
+      if (status === 429) metrics.rateLimited.inc();
+      done();
+    });
 
-  app.get(
-    '/metrics',
-    {
-      schema: {
-        operationId: 'metrics',
-        summary: 'Prometheus metrics',
-        tags: ['operations'],
-        security: [],
-        servers: [{ url: '/', description: 'Outside /v1' }],
-        produces: ['text/plain'],
-        response: {
-          200: response(
-            'Metrics in the Prometheus text format',
-            Type.String({
-              examples: ['petstore_http_requests_total{method="GET",route="/v1/pets",status="200"} 42\n'],
-            }),
-          ),
+    app.get(
+      '/metrics',
+      {
+        schema: {
+          operationId: 'metrics',
+          summary: 'Prometheus metrics',
+          tags: ['operations'],
+          security: [],
+          servers: [{ url: '/', description: 'Outside /v1' }],
+          produces: ['text/plain'],
+          response: {
+            200: response(
+              'Metrics in the Prometheus text format',
+              Type.String({
+                examples: ['petstore_http_requests_total{method="GET",route="/v1/pets",status="200"} 42\n'],
+              }),
+            ),
+          },
         },
       },
-    },
-    async (_request, reply) =>
-      reply
-        .type(metrics.registry.contentType)
-        .send(await (workerMetrics ? workerMetrics() : metrics.registry.metrics())),
-  );
-}
+      async (_request, reply) =>
+        reply
+          .type(metrics.registry.contentType)
+          .send(await (workerMetrics ? workerMetrics() : metrics.registry.metrics())),
+    );
+  },
+  { name: 'metrics', fastify: '5.x' },
+);
 
 /** A worker's request to its primary for the metrics of every worker, summed; and the answer. */
 export const METRICS_REQUEST = 'petstore:metrics-request';

@@ -1,5 +1,6 @@
 import swagger from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import { response } from './schemas/responses.js';
 
@@ -12,90 +13,93 @@ export interface OpenApiOptions {
  * The OpenAPI 3.1 document, generated from the routes' own schemas, so it cannot drift from what the
  * service does. Must be registered before the routes it describes.
  */
-export async function registerOpenApi(app: FastifyInstance, options: OpenApiOptions): Promise<void> {
-  // DECISIONS.md: the serving instance first, so a docs page's "try it" calls the service that serves it.
-  const servers = [{ url: '/v1', description: 'This instance' }];
-  if (options.publicBaseUrl) servers.push({ url: options.publicBaseUrl, description: 'Production' });
-  if (options.stagingBaseUrl) servers.push({ url: options.stagingBaseUrl, description: 'Staging' });
+export const openApi = fp(
+  async (app: FastifyInstance, options: OpenApiOptions) => {
+    // DECISIONS.md: the serving instance first, so a docs page's "try it" calls the service that serves it.
+    const servers = [{ url: '/v1', description: 'This instance' }];
+    if (options.publicBaseUrl) servers.push({ url: options.publicBaseUrl, description: 'Production' });
+    if (options.stagingBaseUrl) servers.push({ url: options.stagingBaseUrl, description: 'Staging' });
 
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: {
-        title: 'Animal store service',
-        version: '1.0.0',
-        description: [
-          'Lists, adds and fetches animals. Every operation needs an API key sent as `Authorization: Bearer <key>`.',
-          '',
-          '**Paging.** `GET /pets` is keyset-paged in ascending `id` order. While more animals may exist the',
-          'response carries `Link: <…>; rel="next"` (RFC 8288); follow it verbatim. The cursor inside is opaque',
-          'and signed: an altered one, or one used with a different `status` filter, is a 400.',
-          '',
-          '**Errors.** Every error is `{code, message, status}`; `code` is one of a closed list, `status` repeats',
-          'the HTTP status, and a 400 names every offending field. Unknown paths are 404, wrong methods 405',
-          'with `Allow`.',
-          '',
-          '**Integers.** `id` and `categoryId` are int64 and exact end to end, also beyond 2^53: parse them with',
-          'a big-integer-aware JSON reader. In requests they must be integer literals (`1`, not `1.0` or `"1"`).',
-          '',
-          '**Retries.** `createPet` takes an `Idempotency-Key`: within 24 hours the same key and body return the',
-          'first `201` and pet again, creating nothing; the same key with another body is a 422.',
-          '',
-          '**Limits.** Each API key has a token bucket; beyond it, 429 with `Retry-After`. Responses carry',
-          '`RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). An overloaded node answers',
-          '503 with `Retry-After` at once.',
-          '',
-          '**Content codings.** A request body may be sent with `Content-Encoding: gzip`, `deflate` or `br`; the',
-          'body limit applies to its decoded size. A response of 1 KiB or more is compressed when `Accept-Encoding`',
-          'allows (gzip preferred, then br, then deflate).',
-          '',
-          '**Deprecation.** `getPet` is deprecated and is removed on Thu, 05 Dec 2030 00:00:00 GMT; from then',
-          'on it answers 410. Use `GET /pets?status=…` instead.',
-        ].join('\n'),
-      },
-      servers,
-      tags: [
-        { name: 'pets', description: 'The animals in the store' },
-        { name: 'operations', description: 'Probes and the contract itself; no key needed' },
-      ],
-      components: {
-        securitySchemes: {
-          bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key, e.g. `pst_…`.' },
+    await app.register(swagger, {
+      openapi: {
+        openapi: '3.1.0',
+        info: {
+          title: 'Animal store service',
+          version: '1.0.0',
+          description: [
+            'Lists, adds and fetches animals. Every operation needs an API key sent as `Authorization: Bearer <key>`.',
+            '',
+            '**Paging.** `GET /pets` is keyset-paged in ascending `id` order. While more animals may exist the',
+            'response carries `Link: <…>; rel="next"` (RFC 8288); follow it verbatim. The cursor inside is opaque',
+            'and signed: an altered one, or one used with a different `status` filter, is a 400.',
+            '',
+            '**Errors.** Every error is `{code, message, status}`; `code` is one of a closed list, `status` repeats',
+            'the HTTP status, and a 400 names every offending field. Unknown paths are 404, wrong methods 405',
+            'with `Allow`.',
+            '',
+            '**Integers.** `id` and `categoryId` are int64 and exact end to end, also beyond 2^53: parse them with',
+            'a big-integer-aware JSON reader. In requests they must be integer literals (`1`, not `1.0` or `"1"`).',
+            '',
+            '**Retries.** `createPet` takes an `Idempotency-Key`: within 24 hours the same key and body return the',
+            'first `201` and pet again, creating nothing; the same key with another body is a 422.',
+            '',
+            '**Limits.** Each API key has a token bucket; beyond it, 429 with `Retry-After`. Responses carry',
+            '`RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). An overloaded node answers',
+            '503 with `Retry-After` at once.',
+            '',
+            '**Content codings.** A request body may be sent with `Content-Encoding: gzip`, `deflate` or `br`; the',
+            'body limit applies to its decoded size. A response of 1 KiB or more is compressed when `Accept-Encoding`',
+            'allows (gzip preferred, then br, then deflate).',
+            '',
+            '**Deprecation.** `getPet` is deprecated and is removed on Thu, 05 Dec 2030 00:00:00 GMT; from then',
+            'on it answers 410. Use `GET /pets?status=…` instead.',
+          ].join('\n'),
         },
+        servers,
+        tags: [
+          { name: 'pets', description: 'The animals in the store' },
+          { name: 'operations', description: 'Probes and the contract itself; no key needed' },
+        ],
+        components: {
+          securitySchemes: {
+            bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key, e.g. `pst_…`.' },
+          },
+        },
+        security: [{ bearerAuth: [] }],
       },
-      security: [{ bearerAuth: [] }],
-    },
-    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
-    transform: ({ schema, url }) => ({ schema: schema && liftResponseExamples(schema), url }),
-  });
+      refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+      transform: ({ schema, url }) => ({ schema: schema && liftResponseExamples(schema), url }),
+    });
 
-  app.get(
-    '/v1/openapi.json',
-    {
-      schema: {
-        operationId: 'openapi',
-        summary: 'This OpenAPI document',
-        tags: ['operations'],
-        security: [],
-        response: {
-          200: response(
-            'The OpenAPI 3.1 document',
-            Type.Object(
-              {},
-              {
-                additionalProperties: true,
-                // Abridged: the document begins so, and goes on with paths and components.
-                examples: [{ openapi: '3.1.0', info: { title: 'Animal store service', version: '1.0.0' } }],
-              },
+    app.get(
+      '/v1/openapi.json',
+      {
+        schema: {
+          operationId: 'openapi',
+          summary: 'This OpenAPI document',
+          tags: ['operations'],
+          security: [],
+          response: {
+            200: response(
+              'The OpenAPI 3.1 document',
+              Type.Object(
+                {},
+                {
+                  additionalProperties: true,
+                  // Abridged: the document begins so, and goes on with paths and components.
+                  examples: [{ openapi: '3.1.0', info: { title: 'Animal store service', version: '1.0.0' } }],
+                },
+              ),
             ),
-          ),
+          },
         },
       },
-    },
-    async (_request, reply) =>
-      reply.type('application/json; charset=utf-8').serializer(JSON.stringify).send(app.swagger()),
-  );
-}
+      async (_request, reply) =>
+        reply.type('application/json; charset=utf-8').serializer(JSON.stringify).send(app.swagger()),
+    );
+  },
+  { name: 'openapi', fastify: '5.x' },
+);
 
 type Json = Record<string, unknown>;
 

@@ -1,6 +1,9 @@
 import type { IncomingMessage } from 'node:http';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { ApiError } from './errors.js';
 import { unmetExpectation } from './expect.js';
+import { setCommonHeaders } from './request-id.js';
 
 /**
  * Node keeps only the first of repeated Authorization and Content-Type headers, so a request with two
@@ -29,3 +32,15 @@ export function requestHeadError(raw: IncomingMessage): ApiError | undefined {
     return new ApiError('invalid_request', 'send exactly one Host header');
   return unmetExpectation(raw.headers.expect);
 }
+
+/** Every response's common headers, and a request head refused before anything else looks at it. */
+export const requestHead = fp(
+  async (app: FastifyInstance) => {
+    // Hooks on the request path take a callback rather than being async: no promise per request per hook.
+    app.addHook('onRequest', (request, reply, done) => {
+      setCommonHeaders(reply);
+      done(requestHeadError(request.raw));
+    });
+  },
+  { name: 'request-head', fastify: '5.x', dependencies: ['error-handling'] },
+);

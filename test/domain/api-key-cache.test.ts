@@ -36,10 +36,10 @@ describe('the API key cache', () => {
     return { store, lookups: () => lookups };
   }
 
-  function cachedVerifier(start: number) {
+  function cachedVerifier(start: number, rememberActive = true) {
     const clock = { now: start };
     const { store, lookups } = countingStore();
-    const cache = new ApiKeyCache(store, () => clock.now);
+    const cache = new ApiKeyCache(store, { rememberActive }, () => clock.now);
     return { clock, cache, lookups, verifier: new ApiKeyVerifier(cache, []) };
   }
 
@@ -102,5 +102,21 @@ describe('the API key cache', () => {
     // The cache was full at the last one, so it started over: the first key is looked up again.
     await verifier.authenticate('pst_unknown-0-0123456789');
     assert.equal(lookups(), KEY_CACHE_LIMIT + 2);
+  });
+
+  test('when found keys are not remembered (SQLite), then a revocation elsewhere is effective at once, and refusals are still remembered', async () => {
+    const { clock, verifier, lookups } = cachedVerifier(6_000_000, false);
+    const key = newApiKey('at once', new Date());
+    await storage.apiKeys.insert(key.record);
+    assert.equal(await verifier.authenticate(key.secret), key.record.hash);
+    assert.equal(await verifier.authenticate(key.secret), key.record.hash);
+    assert.equal(lookups(), 2, 'a found key is looked up every time');
+    assert.equal(await storage.apiKeys.revoke(key.record.id, new Date()), true);
+    assert.equal(await verifier.authenticate(key.secret), undefined, 'refused at once');
+    assert.equal(await verifier.authenticate(key.secret), undefined);
+    assert.equal(lookups(), 3, 'the refusal is remembered');
+    clock.now += KEY_CACHE_TTL_MS + 1;
+    assert.equal(await verifier.authenticate(key.secret), undefined);
+    assert.equal(lookups(), 4);
   });
 });

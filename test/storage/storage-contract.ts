@@ -124,7 +124,10 @@ export function storageContract(backend: Backend): void {
       assert.ok(plain.every((r) => !r.replayed));
       assert.equal(await storage.pets.count(), 8 + 2, 'one pet per key and one per create without a key');
 
-      const sameKeyOtherCaller = await storage.pets.create({ pet, idempotency: claim('caller-b', 'k0', 'x') });
+      const sameKeyOtherCaller = await storage.pets.create({
+        pet,
+        idempotency: claim('caller-b', 'k0', 'x'),
+      });
       assert.equal(sameKeyOtherCaller.replayed, false, "one caller's key never meets another's");
       const expired = await storage.pets.create({
         pet,

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
+import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import type { Storage } from '../../domain/storage.js';
 import { unavailable } from '../errors.js';
@@ -22,7 +23,7 @@ const Status = (example: string) =>
 const NO_DATABASE = 'the database cannot read or write now';
 
 /** Probes for a load balancer or orchestrator; outside /v1 and without a key. */
-export const healthRoutes: FastifyPluginAsync<{ storage: Storage }> = async (app, { storage }) => {
+const routes: FastifyPluginAsync<{ storage: Storage }> = async (app, { storage }) => {
   app.get(
     '/healthz',
     {
@@ -68,3 +69,9 @@ export const healthRoutes: FastifyPluginAsync<{ storage: Storage }> = async (app
     },
   );
 };
+
+export const healthRoutes = fp(routes, {
+  name: 'health-routes',
+  fastify: '5.x',
+  dependencies: ['route-fallbacks', 'openapi'],
+});

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import { GET_PET_DEPRECATED_AT, GET_PET_SUNSET, isRetired } from '../../domain/deprecation.js';
 import { IdempotencyKeyReusedError } from '../../domain/errors.js';
@@ -17,16 +18,8 @@ export interface PetRoutesOptions {
 }
 
 // Each error response is documented with a message the service really sends for it
-// (test/http/openapi-examples.test.ts provokes them and compares).
-const unauthorized = errorResponse(
-  'Missing or invalid API key',
-  { unauthorized: 'an API key is required: send "Authorization: Bearer <key>"' },
-  {
-    'WWW-Authenticate': Type.String({
-      description: 'Bearer realm="animal-store", with error="invalid_token" when a key was sent.',
-    }),
-  },
-);
+// (test/http/openapi-examples.test.ts provokes them and compares). The answers every /v1 operation
+// shares (401, 429, 503) are documented by the plugins whose hooks give them.
 /** `allowed`: the methods of the path, as a 405 lists them. */
 const otherErrors = (allowed: string) =>
   errorResponse('Any other error', {
@@ -35,31 +28,6 @@ const otherErrors = (allowed: string) =>
     request_header_fields_too_large: 'the request head (line and headers) is larger than 16 KiB',
     internal_error: 'an unexpected error occurred',
   });
-const retryAfter = Type.String({ description: 'Seconds to wait before trying again.' });
-const rateLimited = errorResponse(
-  'Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated ' +
-    'request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, ' +
-    'with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at',
-  { rate_limited: 'too many requests for this API key: at most 200 at once and 100 per second' },
-  {
-    'Retry-After': retryAfter,
-    'RateLimit-Policy': Type.String({
-      description: '`"per-key";q=<burst>;w=<seconds for an empty bucket to refill>`.',
-    }),
-    RateLimit: Type.String({
-      description: '`"per-key";r=<requests left now>;t=<seconds until the bucket is full again>`.',
-    }),
-  },
-);
-const overloaded = errorResponse(
-  'The service cannot serve now: the database is unavailable (down, not answering within its bound, full or ' +
-    'read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after ' +
-    '`Retry-After` seconds',
-  { unavailable: 'the database is unavailable; retry after a few seconds' },
-  { 'Retry-After': retryAfter },
-);
-/** Answers any /v1 operation may give, whatever its input. */
-const limits = { 429: rateLimited, 503: overloaded };
 const invalid = (what: string, example: string) => errorResponse(what, { invalid_request: example });
 
 // RFC 9745 (Deprecation, a structured-field date) and RFC 8594 (Sunset, an HTTP-date).
@@ -68,10 +36,7 @@ const SUNSET = GET_PET_SUNSET.toUTCString();
 const GONE = `getPet was removed on ${SUNSET}; use GET /v1/pets`;
 const NOT_FOUND = 'no animal has this id';
 
-export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
-  app,
-  { catalog, links, now },
-) => {
+const routes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (app, { catalog, links, now }) => {
   app.get(
     '/pets',
     {
@@ -91,8 +56,6 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
             }),
           }),
           400: invalid('Invalid `limit`, `status` or `cursor`', 'limit must be at most 100'),
-          401: unauthorized,
-          ...limits,
           default: otherErrors('GET, HEAD, POST'),
         },
       },
@@ -138,11 +101,9 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
             'Body missing required fields, or containing invalid values or unknown properties; or a malformed `Idempotency-Key`',
             'categoryId must be an integer',
           ),
-          401: unauthorized,
           422: errorResponse('The `Idempotency-Key` was already used with a different body', {
             idempotency_key_reused: new IdempotencyKeyReusedError().message,
           }),
-          ...limits,
           default: otherErrors('GET, HEAD, POST'),
           413: errorResponse('Body larger than the configured limit (64 KiB by default), once decoded', {
             payload_too_large: 'request body is too large',
@@ -200,8 +161,6 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
         response: {
           200: response('Animal found', ref(Pet), documentedDeprecationHeaders),
           400: invalid('`petId` is not an integer from 1 to 2^63-1', 'petId must be an integer'),
-          401: unauthorized,
-          ...limits,
           default: otherErrors('GET, HEAD'),
           404: errorResponse('No animal has this id', { not_found: NOT_FOUND }, documentedDeprecationHeaders),
           410: errorResponse(
@@ -227,3 +186,17 @@ export const petRoutes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (
     },
   );
 };
+
+/** The pets operations, behind authentication and rate limits, described in the OpenAPI document. */
+export const petRoutes = fp(routes, {
+  name: 'pet-routes',
+  fastify: '5.x',
+  dependencies: [
+    'authentication',
+    'rate-limit',
+    'route-fallbacks',
+    'openapi',
+    'json-body',
+    'content-codings',
+  ],
+});

@@ -1,3 +1,4 @@
+import type { FastifyInstance } from 'fastify';
 import { type TSchema, Type } from 'typebox';
 import { ERROR_STATUS, type ErrorBody, type ErrorCode } from './error.js';
 
@@ -9,6 +10,9 @@ import { ERROR_STATUS, type ErrorBody, type ErrorCode } from './error.js';
 export function response(description: string, schema: TSchema, headers: Record<string, TSchema> = {}) {
   return Type.Unsafe({ ...schema, description, ...(Object.keys(headers).length ? { headers } : {}) });
 }
+
+/** The `Retry-After` header of a 429 or 503, as documented. */
+export const RetryAfterHeader = Type.String({ description: 'Seconds to wait before trying again.' });
 
 /** For each code an error response may carry, a message the service really sends with it. */
 export type ErrorExamples = Partial<Record<ErrorCode, string>>;
@@ -39,4 +43,17 @@ export function errorResponse(
     Type.Unsafe({ $ref: 'Error#', ...examples }),
     headers,
   );
+}
+
+/**
+ * Documents a shared answer (401, 429, 503) on every route added after this in the same context, from
+ * the plugin whose hook gives that answer. Integer-like keys keep ascending order in a JavaScript
+ * object, so the merged responses stay in status order with `default` last.
+ */
+export function documentOnEveryRoute(app: FastifyInstance, responses: Record<number, TSchema>): void {
+  app.addHook('onRoute', (route) => {
+    const own = route.schema?.response as Record<string, unknown> | undefined;
+    if (!own) return; // an undocumented route (the CORS preflight) stays undocumented
+    route.schema = { ...route.schema, response: { ...own, ...responses } };
+  });
 }

@@ -86,8 +86,10 @@ export class PostgresStorage implements Storage {
     this.schema = schema;
     const idempotency = new PostgresIdempotencyStore(pool);
     this.pets = translateUnavailable(new PostgresPetStore(pool, idempotency), isPostgresUnavailable);
+    // A lookup is a round trip here: a key found active is trusted for KEY_CACHE_TTL_MS.
     this.apiKeys = new ApiKeyCache(
       translateUnavailable(new PostgresApiKeyStore(pool), isPostgresUnavailable),
+      { rememberActive: true },
     );
     this.idempotency = translateUnavailable(idempotency, isPostgresUnavailable);
     this.#secrets = translateUnavailable(new PostgresSecrets(pool), isPostgresUnavailable);

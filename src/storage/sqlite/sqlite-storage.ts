@@ -52,8 +52,10 @@ export class SqliteStorage implements Storage {
     this.schema = migrate(this.#db);
     const idempotency = new SqliteIdempotencyStore(this.#db);
     this.pets = translateUnavailable(new SqlitePetStore(this.#db, idempotency), isSqliteUnavailable);
+    // A lookup is microseconds here: only refusals are remembered, so a revocation is effective at once.
     this.apiKeys = new ApiKeyCache(
       translateUnavailable(new SqliteApiKeyStore(this.#db), isSqliteUnavailable),
+      { rememberActive: false },
     );
     this.idempotency = translateUnavailable(idempotency, isSqliteUnavailable);
     this.#secrets = translateUnavailable(new SqliteSecrets(this.#db), isSqliteUnavailable);
