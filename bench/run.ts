@@ -19,10 +19,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { Result } from 'autocannon';
-import pg from 'pg';
 import { loadConfig } from '../src/config/config.js';
 import { CursorCodec } from '../src/domain/paging.js';
 import { openStorage } from '../src/storage/open-storage.js';
+import { adminQuery, createDatabase, type ThrowawayDatabase } from '../support/postgres-admin.js';
+import { startServe } from '../support/service-process.js';
 import { type Row, renderReport } from './report.js';
 import { type Dataset, type LoadSpec, SCENARIOS, type Scenario, trafficFor } from './scenarios.js';
 
@@ -74,6 +75,13 @@ async function freePort(): Promise<number> {
   });
 }
 
+/** The variables that are set: a child's environment takes strings only. */
+function definedOnly(env: NodeJS.ProcessEnv): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined),
+  );
+}
+
 /** The environment a service process gets: only what the benchmark sets, none of the caller's settings. */
 function serviceEnv(databaseUrl: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME };
@@ -102,6 +110,7 @@ interface Target {
   size: number;
   url: string;
   child: ChildProcess;
+  stop(): Promise<unknown>;
   dataset: Dataset;
 }
 
@@ -179,48 +188,29 @@ async function deepPages(databaseUrl: string, size: number): Promise<string[]> {
   }
 }
 
-interface Database {
-  url: string;
-  drop(): Promise<void>;
-}
-
-async function adminQuery(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: args['postgres-url'] as string });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
-
-async function newDatabase(backend: 'sqlite' | 'postgres'): Promise<Database> {
+async function newDatabase(backend: 'sqlite' | 'postgres'): Promise<ThrowawayDatabase> {
   if (backend === 'sqlite') {
     const dir = mkdtempSync(join(tmpdir(), 'petstore-bench-'));
     return { url: `sqlite:${join(dir, 'bench.db')}`, drop: async () => rmSync(dir, { recursive: true }) };
   }
-  const name = `petstore_bench_${randomBytes(6).toString('hex')}`;
-  await adminQuery(`CREATE DATABASE ${name}`);
-  const url = new URL(args['postgres-url'] as string);
-  url.pathname = `/${name}`;
-  return { url: url.href, drop: () => adminQuery(`DROP DATABASE ${name} WITH (FORCE)`) };
+  return createDatabase(args['postgres-url'] as string, 'petstore_bench');
 }
 
 async function startService(
   backend: 'sqlite' | 'postgres',
   size: number,
-  database: Database,
+  database: ThrowawayDatabase,
 ): Promise<Target> {
   log(`${backend}: seeding ${size} pets through the bulk path (petstore seed)`);
   runToEnd(process.execPath, [CLI, 'seed', '--count', String(size)], serviceEnv(database.url));
+  // Logs are produced (their cost is part of the measurement) but not read.
   const port = await freePort();
-  const child = spawn(process.execPath, [CLI, 'serve', '--workers', String(workers)], {
-    cwd: ROOT,
-    env: serviceEnv(database.url, { PORT: String(port) }),
-    // Logs are produced (their cost is part of the measurement) but not kept.
-    stdio: ['ignore', 'ignore', 'inherit'],
+  const service = await startServe(definedOnly(serviceEnv(database.url, { PORT: String(port) })), {
+    workers,
+    entry: 'built',
+    stdout: 'ignore',
   });
-  const url = `http://127.0.0.1:${port}`;
+  const { url, child } = service;
   await waitUntilUp(url, child);
   const name = `${backend}${workers > 1 ? ` ×${workers} workers` : ''}`;
   return {
@@ -229,6 +219,7 @@ async function startService(
     size,
     url,
     child,
+    stop: () => service.stop(),
     dataset: { size, deepPages: await deepPages(database.url, size) },
   };
 }
@@ -273,7 +264,7 @@ async function load(
   }
 }
 
-function bare(database: Database, size: number): Record<string, number> {
+function bare(database: ThrowawayDatabase, size: number): Record<string, number> {
   const spec = { url: database.url, poolSize: 10, connections, seconds, size };
   return JSON.parse(
     runToEnd(process.execPath, [...TSX, 'bench/pg-bare.ts', JSON.stringify(spec)], process.env),
@@ -282,7 +273,7 @@ function bare(database: Database, size: number): Record<string, number> {
 
 async function postgresReachable(): Promise<boolean> {
   try {
-    await adminQuery('SELECT 1');
+    await adminQuery(args['postgres-url'] as string, 'SELECT 1');
     return true;
   } catch (error) {
     log(`PostgreSQL left out: cannot reach it (${(error as Error).message}); set --postgres-url`);
@@ -315,7 +306,7 @@ async function main(): Promise<void> {
   const bareQueries: Record<string, Record<string, number>> = {};
   try {
     for (const size of sizes) {
-      const databases: Database[] = [];
+      const databases: ThrowawayDatabase[] = [];
       const targets: Target[] = [];
       try {
         const fixedBytes = { size, deepPages: ['/v1/pets?limit=20&cursor=x'] };
@@ -330,6 +321,7 @@ async function main(): Promise<void> {
             size,
             url: baseline.url,
             child: baseline.child,
+            stop: async () => undefined, // stopped once, after every size
             dataset: fixedBytes,
           });
         }
@@ -362,8 +354,7 @@ async function main(): Promise<void> {
           }
         }
       } finally {
-        for (const target of targets)
-          if (target.backend !== 'reference' && target.backend !== 'floor') await stop(target.child);
+        for (const target of targets) await target.stop();
         for (const database of databases) await database.drop();
       }
     }

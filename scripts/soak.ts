@@ -24,15 +24,13 @@
  * A 429 is counted apart, as throttled: neither a success nor an error of the service, but a sign that
  * the run measured a rate limiter (a server given with --url keeps the limits it was started with).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, freemem, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { REPO_ROOT, startServe } from '../support/service-process.js';
 
-const REPO_ROOT = fileURLToPath(new URL('../', import.meta.url));
 const STATUSES = ['available', 'pending', 'sold'] as const;
 const REQUEST_TIMEOUT_MS = 30_000;
 
@@ -112,65 +110,37 @@ interface OwnServer {
 async function startOwnServer(logLevel: string): Promise<OwnServer> {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-soak-'));
   const key = `soak-${randomBytes(24).toString('hex')}`;
-  const built = join(REPO_ROOT, 'dist/cli/main.js');
-  const args = existsSync(built) ? [built, 'serve'] : ['--import', 'tsx', 'src/cli/main.ts', 'serve'];
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of Object.keys(env))
-    if (/^(PETSTORE_|DATABASE_|PUBLIC_BASE|STAGING_BASE)/.test(name)) delete env[name];
-  Object.assign(env, {
-    HOST: '127.0.0.1',
-    PORT: '0',
-    DATABASE_URL: `sqlite:${join(dir, 'soak.db')}`,
-    PETSTORE_API_KEYS: key,
-    // The soak measures the service, not its throttle: one key sends everything, far beyond a client's
-    // budget. (A server given with --url keeps whatever limits it was started with.)
-    RATE_LIMIT_PER_SECOND: '0',
-    // "Server listening at" is an info line: below info the port could not be learnt.
-    LOG_LEVEL: ['trace', 'debug', 'info'].includes(logLevel) ? logLevel : 'info',
-  });
-  const child: ChildProcess = spawn(process.execPath, args, {
-    cwd: REPO_ROOT,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-    stderr = (stderr + chunk).slice(-10_000);
-  });
-  const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((resolve) => child.once('close', resolve));
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-      await exited;
-      clearTimeout(timer);
-    }
-    rmSync(dir, { recursive: true, force: true });
-  };
-  const url = await new Promise<string>((resolve, reject) => {
-    let head = '';
-    const timer = setTimeout(() => reject(new Error(`the server did not start\n${stderr}`)), 60_000);
-    const onData = (chunk: string) => {
-      head += chunk;
-      const match = /"msg":"Server listening at (http:\/\/127\.0\.0\.1:\d+)"/.exec(head);
-      if (match) {
-        clearTimeout(timer);
-        // From here on its request log is only drained, never kept.
-        child.stdout?.off('data', onData);
-        child.stdout?.resume();
-        resolve(match[1] as string);
-      } else if (head.length > 1_000_000) head = head.slice(-10_000);
+  // The build when there is one (what a deployment runs), else the source.
+  const entry = existsSync(join(REPO_ROOT, 'dist/cli/main.js')) ? 'built' : 'source';
+  try {
+    const server = await startServe(
+      {
+        HOST: '127.0.0.1',
+        DATABASE_URL: `sqlite:${join(dir, 'soak.db')}`,
+        PETSTORE_API_KEYS: key,
+        // The soak measures the service, not its throttle: one key sends everything, far beyond a client's
+        // budget. (A server given with --url keeps whatever limits it was started with.)
+        RATE_LIMIT_PER_SECOND: '0',
+        // "Server listening at" is an info entry: below info the address could not be learnt.
+        LOG_LEVEL: ['trace', 'debug', 'info'].includes(logLevel) ? logLevel : 'info',
+      },
+      // Its request log is drained, never kept: hours of it would fill this process's memory.
+      { entry, stdout: 'drain' },
+    );
+    const stop = async () => {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
     };
-    child.stdout?.setEncoding('utf8').on('data', onData);
-    child.once('close', (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`the server exited (${code ?? signal}) before listening\n${stderr}`));
-    });
-  }).catch(async (error: unknown) => {
-    await stop();
+    return {
+      url: server.url,
+      key,
+      how: `${entry === 'built' ? 'dist/cli/main.js' : 'tsx src/cli/main.ts'} serve`,
+      stop,
+    };
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
     throw error;
-  });
-  return { url, key, how: `${args[0] === built ? 'dist/cli/main.js' : 'tsx src/cli/main.ts'} serve`, stop };
+  }
 }
 
 interface MemorySample {

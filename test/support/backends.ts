@@ -1,13 +1,12 @@
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { HookFn, HookOptions, TestFn, TestOptions } from 'node:test';
 import * as nodeTest from 'node:test';
-import pg from 'pg';
 import { loadConfig } from '../../src/config/config.js';
 import type { Storage } from '../../src/domain/storage.js';
 import { openStorage } from '../../src/storage/open-storage.js';
+import { adminQuery, createSchema } from '../../support/postgres-admin.js';
 
 /** A database for one test: its URL, and a way to throw it away afterwards. */
 export interface TestDatabase {
@@ -91,20 +90,10 @@ export const POSTGRES_TEST_URL =
 /** CI must run the PostgreSQL half: there an unreachable server fails the tests instead of leaving them out. */
 const ON_CI = !['', '0', 'false'].includes((process.env.CI ?? '').toLowerCase());
 
-async function adminQuery(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: POSTGRES_TEST_URL, connectionTimeoutMillis: 5_000 });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
-
 /** Why PostgreSQL cannot be used, or undefined when it answers. */
 async function postgresProblem(): Promise<string | undefined> {
   try {
-    await adminQuery('SELECT 1');
+    await adminQuery(POSTGRES_TEST_URL, 'SELECT 1');
     return undefined;
   } catch (error) {
     const url = new URL(POSTGRES_TEST_URL);
@@ -136,15 +125,8 @@ export const postgres: Backend = {
   async create() {
     if (POSTGRES_UNAVAILABLE)
       throw new Error(`PostgreSQL is required here (CI=true) but ${POSTGRES_UNAVAILABLE}`);
-    const schema = `petstore_test_${randomBytes(8).toString('hex')}`;
-    await adminQuery(`CREATE SCHEMA ${schema}`);
-    const url = new URL(POSTGRES_TEST_URL);
-    url.search = `options=${encodeURIComponent(`-c search_path=${schema}`)}`;
-    return {
-      url: url.href,
-      open: () => openUrl(url.href),
-      drop: () => adminQuery(`DROP SCHEMA ${schema} CASCADE`),
-    };
+    const { url, drop } = await createSchema(POSTGRES_TEST_URL, 'petstore_test');
+    return { url, open: () => openUrl(url), drop };
   },
 };
 

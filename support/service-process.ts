@@ -1,0 +1,276 @@
+/**
+ * `petstore` as a child process, for everything that needs the real executable: the tests of the command
+ * line and of faults, the benchmark and the soak. One way to start it, learn where it listens and stop it.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describeConfig } from '../src/config/config.js';
+
+/** The repository root: the CLI runs from here by default, as `node --import tsx src/cli/main.ts …`. */
+export const REPO_ROOT = fileURLToPath(new URL('../', import.meta.url));
+/**
+ * How the executable is run: from source through tsx (tests: no build step), or the build in dist/
+ * (the benchmark and the soak: what a deployment runs). Absolute, so it also runs from another directory.
+ */
+const ENTRY = {
+  source: ['--import', import.meta.resolve('tsx'), join(REPO_ROOT, 'src/cli/main.ts')],
+  built: [join(REPO_ROOT, 'dist/cli/main.js')],
+} as const;
+export type Entry = keyof typeof ENTRY;
+
+export interface ProcessOptions {
+  cwd?: string;
+  /** Source (the default) or the build. */
+  entry?: Entry;
+  /**
+   * What happens to stdout: kept in `stdout` (the default); drained, kept only until the process
+   * listens (a long run's request log would fill memory); or not even read (`serve --workers` only,
+   * which says where it listens on stderr).
+   */
+  stdout?: 'keep' | 'drain' | 'ignore';
+}
+
+/** Every variable the service reads: a developer's own settings must not leak into a test's child. */
+const CONFIG_VARIABLES = describeConfig().map((variable) => variable.name);
+
+/** How long a test waits for a child to do something before it gives up (not a timing assertion). */
+const DEADLINE_MS = 60_000;
+
+/**
+ * Polls until `check` returns a value (not undefined), failing after a generous deadline. For waiting on
+ * other processes; it never asserts how long anything took.
+ */
+export async function poll<T>(what: string, check: () => T | undefined | Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + DEADLINE_MS;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+function childEnv(env: Record<string, string>): NodeJS.ProcessEnv {
+  const result: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of CONFIG_VARIABLES) delete result[name];
+  // The test runner's own context must not make the child think it is a test file.
+  delete result.NODE_TEST_CONTEXT;
+  result.NO_COLOR = '1';
+  return { ...result, ...env };
+}
+
+const live = new Set<ChildProcess>();
+
+/** Kills every CLI process this module started that is still running (for `after` hooks). */
+export function killAllCliProcesses(): void {
+  for (const child of live) {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  }
+  live.clear();
+}
+
+export interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** A CLI process: its output so far, and ways to wait for it. */
+export class CliProcess {
+  readonly child: ChildProcess;
+  stdout = '';
+  stderr = '';
+  readonly exited: Promise<CliResult>;
+
+  #keepStdout: boolean;
+
+  constructor(
+    args: string[],
+    env: Record<string, string>,
+    { cwd = REPO_ROOT, entry = 'source', stdout = 'keep' }: ProcessOptions = {},
+  ) {
+    this.child = spawn(process.execPath, [...ENTRY[entry], ...args], {
+      cwd,
+      env: childEnv(env),
+      stdio: ['ignore', stdout === 'ignore' ? 'ignore' : 'pipe', 'pipe'],
+    });
+    live.add(this.child);
+    this.#keepStdout = stdout !== 'ignore';
+    this.child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+      if (this.#keepStdout) this.stdout += chunk;
+    });
+    this.child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+      this.stderr += chunk;
+    });
+    this.exited = new Promise((resolve, reject) => {
+      this.child.once('error', reject);
+      // 'close': the process has exited and its output streams are drained.
+      this.child.once('close', (code, signal) => {
+        live.delete(this.child);
+        resolve({ code, signal, stdout: this.stdout, stderr: this.stderr });
+      });
+    });
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** Polls until `check` returns a value (not undefined), or fails after a deadline. */
+  async waitFor<T>(what: string, check: () => T | undefined): Promise<T> {
+    const deadline = Date.now() + DEADLINE_MS;
+    for (;;) {
+      const value = check();
+      if (value !== undefined) return value;
+      if (!this.running) {
+        // One last look: output may have arrived with the exit.
+        await this.exited;
+        const last = check();
+        if (last !== undefined) return last;
+        throw new Error(
+          `process exited (${this.child.exitCode ?? this.child.signalCode}) before ${what}\n${this.output()}`,
+        );
+      }
+      if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}\n${this.output()}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  /** Waits for the process to end, failing after a deadline. */
+  async exitStatus(): Promise<CliResult> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`process did not exit\n${this.output()}`)),
+        DEADLINE_MS,
+      ).unref();
+    });
+    try {
+      return await Promise.race([this.exited, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** From now on stdout is read and dropped. */
+  dropStdout(): void {
+    this.#keepStdout = false;
+    this.stdout = '';
+  }
+
+  /** SIGTERM, then SIGKILL if it has not exited within `graceMs`; resolves once it has exited. */
+  async stop(graceMs = 15_000): Promise<CliResult> {
+    if (this.running) this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs).unref();
+    try {
+      return await this.exited;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  signal(signal: NodeJS.Signals): void {
+    this.child.kill(signal);
+  }
+
+  /** Ends the process if it still runs (for `after`/finally hooks), and waits for it. */
+  async kill(): Promise<void> {
+    if (this.running) this.child.kill('SIGKILL');
+    await this.exited.catch(() => undefined);
+  }
+
+  output(): string {
+    return `--- stdout\n${this.stdout}--- stderr\n${this.stderr}`;
+  }
+}
+
+/** Runs `petstore <args>` to completion. */
+export async function runCli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  const cli = new CliProcess(args, env);
+  try {
+    return await cli.exitStatus();
+  } finally {
+    await cli.kill();
+  }
+}
+
+/** Parses JSON-lines output; throws on a line that is not JSON. */
+export function jsonLines(text: string): Record<string, unknown>[] {
+  return text
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => {
+      try {
+        return JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        throw new Error(`not a JSON line: ${line}`);
+      }
+    });
+}
+
+/** A `petstore serve` process that has said where it listens. */
+export interface ServeProcess extends CliProcess {
+  /** e.g. http://127.0.0.1:40123 */
+  url: string;
+}
+
+/**
+ * Starts `petstore serve` and waits until it listens. With a PORT of its own in `env` the address is
+ * known, and it is ready once GET /healthz answers; otherwise it listens on a free port (PORT=0) and
+ * says where: the "Server listening at" entry of its JSON log (so LOG_LEVEL must let info through), or
+ * with more than one worker the primary's "N workers listening on" line on stderr.
+ */
+export async function startServe(
+  env: Record<string, string>,
+  options: ProcessOptions & { workers?: number } = {},
+): Promise<ServeProcess> {
+  const { workers = 1, ...processOptions } = options;
+  const port = env.PORT && env.PORT !== '0' ? env.PORT : undefined;
+  if (processOptions.stdout === 'ignore' && !port && workers < 2)
+    throw new Error("stdout 'ignore' needs a PORT or workers: the address is learnt from the log");
+  const args = options.workers ? ['serve', '--workers', String(workers)] : ['serve'];
+  const cli = new CliProcess(args, { PORT: '0', ...env }, processOptions);
+  try {
+    let url: string;
+    if (port) {
+      url = `http://127.0.0.1:${port}`;
+      await poll('GET /healthz to answer', async () => {
+        if (!cli.running) throw new Error(`process exited before listening\n${cli.output()}`);
+        const ok = await fetch(`${url}/healthz`).then(
+          (res) => res.ok,
+          () => false,
+        );
+        return ok ? true : undefined;
+      });
+    } else if (workers > 1) {
+      url = await cli.waitFor('the primary to say its workers listen', () => {
+        const match = new RegExp(`petstore: ${workers} workers listening on (http://\\S+)`).exec(cli.stderr);
+        return match?.[1];
+      });
+    } else {
+      url = await cli.waitFor('the "Server listening at" log entry', () => listeningAt(cli.stdout));
+    }
+    if (processOptions.stdout === 'drain') cli.dropStdout();
+    return Object.assign(cli, { url });
+  } catch (error) {
+    await cli.kill();
+    throw error;
+  }
+}
+
+/** The address in the "Server listening at …" entry of a JSON log, once it has been written. */
+function listeningAt(log: string): string | undefined {
+  for (const line of log.split('\n')) {
+    if (!line.includes('Server listening at')) continue;
+    try {
+      const entry = JSON.parse(line) as { msg?: unknown };
+      const match = typeof entry.msg === 'string' ? /^Server listening at (\S+)$/.exec(entry.msg) : null;
+      if (match) return match[1];
+    } catch {
+      // a partial line: the rest is on its way
+    }
+  }
+  return undefined;
+}
