@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import type { Pet, PetStatus } from '../../domain/pet.js';
 import type {
   ApiKeyRecord,
@@ -16,6 +16,7 @@ import type {
 import { CreateBatcher } from '../create-batcher.js';
 import { type PetRow, toPet } from '../pet-row.js';
 import { toStorageError, translateUnavailable } from '../unavailable.js';
+import { BetterSqlite3 } from './driver.js';
 import { SQLITE_MIGRATIONS } from './migrations.js';
 import { SqliteIdempotencyStore } from './sqlite-idempotency-store.js';
 
@@ -29,7 +30,7 @@ const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|NOMEM|PRO
 
 /** Whether better-sqlite3 threw because the database cannot do the work now (locked, full, failing). */
 export function isSqliteUnavailable(error: unknown): boolean {
-  if (error instanceof Database.SqliteError) return UNAVAILABLE.test(error.code);
+  if (error instanceof BetterSqlite3.SqliteError) return UNAVAILABLE.test(error.code);
   // Closed under a request that was still running during shutdown.
   return error instanceof TypeError && error.message === 'The database connection is not open';
 }
@@ -49,7 +50,7 @@ export class SqliteStorage implements Storage {
 
   constructor(path: string, { timeoutMs }: SqliteOptions) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-    this.#db = new Database(path);
+    this.#db = new BetterSqlite3(path);
     this.#timeoutMs = timeoutMs;
     // First, so that every step below waits for a process opening the same file (a worker) to finish.
     this.#db.pragma(`busy_timeout = ${timeoutMs}`);
