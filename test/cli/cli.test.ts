@@ -6,9 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, type TestContext, test } from 'node:test';
 import { isDeepStrictEqual } from 'node:util';
-import Database from 'better-sqlite3';
 import { describeConfig } from '../../src/config/config.js';
 import { firstKeyMessage } from '../../src/server.js';
+import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 import { SQLITE_MIGRATIONS } from '../../src/storage/sqlite/migrations.js';
 import {
   CliProcess,
@@ -234,7 +234,7 @@ async function beginCreatePet(
 }
 
 function integrityCheck(db: TempDatabase): unknown {
-  const sqlite = new Database(db.path, { readonly: true, fileMustExist: true });
+  const sqlite = new BetterSqlite3(db.path, { readonly: true, fileMustExist: true });
   try {
     return sqlite.pragma('integrity_check', { simple: true });
   } finally {
@@ -435,7 +435,7 @@ describe('petstore migrate', { concurrency: 4 }, () => {
 
   test('when migrate runs on a database an older version left, then it says from which version to which', async (t) => {
     const db = database(t);
-    const old = new Database(db.path);
+    const old = new BetterSqlite3(db.path);
     old.exec(SQLITE_MIGRATIONS[0] as string);
     old.pragma('user_version = 1');
     old.close();

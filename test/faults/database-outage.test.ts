@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { Writable } from 'node:stream';
-import Database from 'better-sqlite3';
 import pg from 'pg';
 import pino from 'pino';
+import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 import {
   after,
   before,
@@ -201,7 +201,7 @@ describe('a SQLite database that is locked by another process', () => {
   test('when another process holds the write lock, then writes and /readyz get 503 after the bound, reads still answer, and writes succeed once it is released', async () => {
     const created = await server.request('POST', '/v1/pets', { body: NEW_PET });
     assert.equal(created.status, 201);
-    const other = new Database(server.database.url.slice('sqlite:'.length));
+    const other = new BetterSqlite3(server.database.url.slice('sqlite:'.length));
     try {
       other.exec('BEGIN IMMEDIATE');
       assertUnavailable(

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import Database from 'better-sqlite3';
 import pg from 'pg';
+import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
 import {
   type CliResult,
@@ -42,7 +42,7 @@ after(() => killAllCliProcesses());
 /** Drops the pets table under the running service, straight in the database. */
 async function dropPetsTable(url: string): Promise<void> {
   if (url.startsWith('sqlite:')) {
-    const db = new Database(url.slice('sqlite:'.length));
+    const db = new BetterSqlite3(url.slice('sqlite:'.length));
     try {
       db.exec('DROP TABLE pets');
     } finally {

@@ -1,5 +1,5 @@
-import Database from 'better-sqlite3';
 import pg from 'pg';
+import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 
 /**
  * Reads a test database directly, past the service and its storage adapter: what is really on disk.
@@ -8,7 +8,7 @@ import pg from 'pg';
  */
 export async function queryDatabase<T = Record<string, unknown>>(url: string, sql: string): Promise<T[]> {
   if (url.startsWith('sqlite:')) {
-    const db = new Database(url.slice('sqlite:'.length), { readonly: true, fileMustExist: true });
+    const db = new BetterSqlite3(url.slice('sqlite:'.length), { readonly: true, fileMustExist: true });
     try {
       return db.prepare(sql).all() as T[];
     } finally {

@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { ApiKeyCache } from '../../domain/api-key-cache.js';
 import type {
   ApiKeyStore,
@@ -11,6 +11,7 @@ import type {
 } from '../../domain/storage.js';
 import { toStorageError, translateUnavailable } from '../unavailable.js';
 import { SqliteApiKeyStore } from './api-keys.js';
+import { BetterSqlite3 } from './driver.js';
 import { isSqliteUnavailable } from './errors.js';
 import { SqliteIdempotencyStore } from './idempotency.js';
 import { migrate } from './migrations.js';
@@ -41,7 +42,7 @@ export class SqliteStorage implements Storage {
 
   constructor(path: string, { timeoutMs }: SqliteOptions) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-    this.#db = new Database(path);
+    this.#db = new BetterSqlite3(path);
     this.#timeoutMs = timeoutMs;
     // First, so that every step below waits for a process opening the same file (a worker) to finish.
     this.#db.pragma(`busy_timeout = ${timeoutMs}`);
