@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { ERROR_STATUS, type ErrorCode } from '../../src/http/schemas/error.js';
 import { sqlite } from '../support/backends.js';
+import { CONTRACT_FORMATS } from '../support/openapi-contract.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
 type Json = Record<string, unknown>;
@@ -65,7 +66,7 @@ describe('OpenAPI examples', () => {
   const operations = () => doc.paths as Operations;
 
   test('when every example in the document is checked against its schema, then each one matches', () => {
-    const ajv = new Ajv2020({ strict: false, allErrors: true, formats: { int64: true, int32: true } });
+    const ajv = new Ajv2020({ strict: false, allErrors: true, formats: CONTRACT_FORMATS });
     ajv.addSchema(doc, 'openapi');
     const all = examples(doc);
     assert.ok(all.length >= 30, `only ${all.length} examples`);
