@@ -21,12 +21,19 @@ async function stored(url: string, petId: number): Promise<{ orders: string[]; a
   return { orders: orders.map((o) => o.status), animal: pet?.status as string };
 }
 
-/** 24 orders for one new animal, spread over `nodes`: exactly one 201, every other 409, one placed order stored. */
+/**
+ * 24 orders for one new animal, spread over `nodes`, every third with an Idempotency-Key of its own (a
+ * keyed placement takes another path than a plain one): exactly one 201, every other 409, one placed
+ * order stored.
+ */
 async function orderRace(nodes: TestServer[], url: string): Promise<void> {
   const petId = await addAnimal(nodes[0] as TestServer, 'available', 'raced for');
   const answers = await Promise.all(
     Array.from({ length: 24 }, (_, i) =>
-      (nodes[i % nodes.length] as TestServer).request('POST', '/v1/store/orders', { body: { petId } }),
+      (nodes[i % nodes.length] as TestServer).request('POST', '/v1/store/orders', {
+        body: { petId },
+        ...(i % 3 === 0 ? { headers: { 'Idempotency-Key': `race-${petId}-${i}` } } : {}),
+      }),
     ),
   );
   assert.deepEqual(
