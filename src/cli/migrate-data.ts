@@ -24,7 +24,7 @@ function positiveInteger(value: string): number {
 
 export function migrateDataCommand(): Command {
   return new Command('migrate-data')
-    .description('copy pets, orders and keys to another database, and verify')
+    .description('copy everything to another database, and verify')
     .requiredOption('--from <url>', 'the database to copy from, e.g. sqlite:./data/petstore.db')
     .requiredOption('--to <url>', 'the database to copy into, e.g. postgres://user@host/db')
     .option('--batch-size <rows>', 'rows per read and per target transaction', positiveInteger, 1000)

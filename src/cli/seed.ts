@@ -33,7 +33,7 @@ interface SeedOptions {
 
 export function seedCommand(): Command {
   return new Command('seed')
-    .description('add realistic animals and orders, for demos and benchmarks')
+    .description('add realistic animals and orders (demos, benchmarks)')
     .option('-c, --count <n>', 'how many animals to add', count, 1000)
     .option('--batch-size <n>', 'animals per transaction', count, 5000)
     .option(

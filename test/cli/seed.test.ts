@@ -4,7 +4,7 @@ import { PET_STATUSES } from '../../src/domain/pet.js';
 import { openStorage } from '../../src/storage/open-storage.js';
 import { killAllCliProcesses, runCli, type TempDatabase, tempDatabase } from '../support/cli.js';
 
-describe('petstore seed', () => {
+describe('petstore seed', { concurrency: 4 }, () => {
   const databases: TempDatabase[] = [];
   after(() => {
     killAllCliProcesses();
