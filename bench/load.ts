@@ -38,7 +38,9 @@ const orderable = spec.mix.some((part) => part.kind === 'place') ? await availab
 let ordered = 0;
 const orderBody = () => {
   if (ordered === orderable.length)
-    process.stderr.write(`load: all ${orderable.length} available animals ordered; later orders are 409\n`);
+    process.stderr.write(
+      `load: each of the ${orderable.length} available animals listed was ordered; the rest of the run orders them again (a service answers 409)\n`,
+    );
   return `{"petId":${orderable[ordered++ % Math.max(1, orderable.length)]}}`;
 };
 
