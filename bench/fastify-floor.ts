@@ -22,5 +22,12 @@ app.get('/v1/pets/:petId', (_request, reply) => {
 app.post('/v1/pets', (_request, reply) => {
   reply.code(201).headers(createdHeaders).send(one);
 });
+// The Store's URLs (place-order, list-orders), with the same fixed bytes as the reference answers them.
+app.get('/v1/store/orders', (_request, reply) => {
+  reply.headers(pageHeaders).send(page);
+});
+app.post('/v1/store/orders', (_request, reply) => {
+  reply.code(201).headers(createdHeaders).send(one);
+});
 
 await app.listen({ port, host: '127.0.0.1' });

@@ -1,7 +1,13 @@
 /** The benchmark's scenarios: what each connection asks for, built from the ids and cursors of one dataset. */
 
-/** One part of a scenario's traffic: GETs of one of `paths`, or a create with a distinct body. */
-export type TrafficPart = { kind: 'get'; paths: string[]; upTo?: number } | { kind: 'create'; upTo?: number };
+/**
+ * One part of a scenario's traffic: GETs of one of `paths`, a create with a distinct body, or an order
+ * for the next available animal (each ordered once; the load process lists them before it starts).
+ */
+export type TrafficPart =
+  | { kind: 'get'; paths: string[]; upTo?: number }
+  | { kind: 'create'; upTo?: number }
+  | { kind: 'place'; upTo?: number };
 
 /** What the load process is told to do (bench/load.ts). */
 export interface LoadSpec {
@@ -13,7 +19,16 @@ export interface LoadSpec {
   mix: TrafficPart[];
 }
 
-export const SCENARIOS = ['list', 'list-status', 'page', 'get', 'create', 'mixed'] as const;
+export const SCENARIOS = [
+  'list',
+  'list-status',
+  'page',
+  'get',
+  'create',
+  'mixed',
+  'place-order',
+  'list-orders',
+] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface Dataset {
@@ -24,6 +39,7 @@ export interface Dataset {
 }
 
 const STATUSES = ['available', 'pending', 'sold'];
+const ORDER_STATUSES = ['placed', 'delivered', 'cancelled'];
 const SAMPLES = 2000;
 
 export function trafficFor(scenario: Scenario, { size, deepPages }: Dataset): TrafficPart[] {
@@ -48,6 +64,27 @@ export function trafficFor(scenario: Scenario, { size, deepPages }: Dataset): Tr
       return [get];
     case 'create':
       return [{ kind: 'create' }];
+    case 'place-order':
+      return [{ kind: 'place' }];
+    case 'list-orders':
+      // Half unfiltered or by status, half the orders of one animal (most have none, as in a store).
+      return [
+        {
+          kind: 'get',
+          paths: [
+            '/v1/store/orders?limit=20',
+            ...ORDER_STATUSES.map((s) => `/v1/store/orders?limit=20&status=${s}`),
+          ],
+          upTo: 50,
+        },
+        {
+          kind: 'get',
+          paths: Array.from(
+            { length: SAMPLES },
+            () => `/v1/store/orders?limit=20&petId=${1 + Math.floor(Math.random() * size)}`,
+          ),
+        },
+      ];
     case 'mixed':
       // 80% reads (listing, filtered, paging), 15% creates, 5% gets.
       return [

@@ -25,7 +25,8 @@ const ast = await openapiTS(structuredClone(document) as never, {
   // int64 values are exact: the client reads them as bigint; requests may send a number or a bigint.
   transform(schema, { path }) {
     if (schema.format !== 'int64') return undefined;
-    return path?.startsWith('#/components/schemas/NewPet') || path?.includes('/parameters/')
+    // Request bodies (NewPet, NewOrder) and parameters; everything the service returns is a bigint.
+    return path?.startsWith('#/components/schemas/New') || path?.includes('/parameters/')
       ? ts.factory.createUnionTypeNode([NUMBER, BIGINT])
       : BIGINT;
   },

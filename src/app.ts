@@ -7,6 +7,7 @@ import { pruneIdempotencyKeys } from './domain/idempotency.js';
 import { CursorCodec } from './domain/paging.js';
 import { PetCatalog } from './domain/pet-catalog.js';
 import type { Storage } from './domain/storage.js';
+import { StoreOrders } from './domain/store-orders.js';
 import type { TokenBuckets } from './domain/token-bucket.js';
 import { authentication } from './http/auth.js';
 import { AuthFailureLimiter } from './http/auth-failures.js';
@@ -28,9 +29,11 @@ import { requestHead } from './http/request-head.js';
 import { requestIdFor } from './http/request-id.js';
 import { RequestLog } from './http/request-log.js';
 import { healthRoutes } from './http/routes/health.js';
+import { orderRoutes } from './http/routes/orders.js';
 import { petRoutes } from './http/routes/pets.js';
 import { routeFallbacks } from './http/routing.js';
 import { ErrorBody } from './http/schemas/error.js';
+import { ORDER_SCHEMAS } from './http/schemas/order.js';
 import { PET_SCHEMAS } from './http/schemas/pet.js';
 import { StorageOutage } from './http/storage-outage.js';
 import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
@@ -45,7 +48,7 @@ export interface AppOptions {
   logger?: FastifyServerOptions['logger'] | FastifyServerOptions['loggerInstance'];
 }
 
-const SHARED_SCHEMAS = [ErrorBody, ...PET_SCHEMAS] as unknown as SchemaObject[];
+const SHARED_SCHEMAS = [ErrorBody, ...PET_SCHEMAS, ...ORDER_SCHEMAS] as unknown as SchemaObject[];
 
 /** Composes the service: plugins, error handling, then routes. Listening is server.ts's job. */
 export async function buildApp({ config, storage, now = () => new Date(), logger }: AppOptions) {
@@ -90,7 +93,9 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
   await app.register(metricsEndpoint, { metrics });
   const store = metrics.instrument(storage, new StorageOutage(app.log));
   const links = new Links(config.publicBaseUrl);
-  const catalog = new PetCatalog(store.pets, new CursorCodec(await store.sharedSecret('cursor')), now);
+  const cursorSecret = await store.sharedSecret('cursor');
+  const catalog = new PetCatalog(store.pets, new CursorCodec(cursorSecret), now);
+  const orders = new StoreOrders(store.orders, new CursorCodec(cursorSecret, 'orders'), now);
   const verifier = new ApiKeyVerifier(store.apiKeys, config.apiKeys);
   pruneExpiredIdempotencyKeys(app, () => pruneIdempotencyKeys(store.idempotency, now()));
   const buckets = await openTokenBuckets(config, app);
@@ -107,6 +112,7 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
       });
       await v1.register(rateLimit, { buckets, policy: config.rateLimit, metrics });
       await v1.register(petRoutes, { catalog, links, now });
+      await v1.register(orderRoutes, { orders, links });
     },
     { prefix: '/v1' },
   );

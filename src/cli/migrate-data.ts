@@ -1,10 +1,12 @@
 import { Command, InvalidArgumentError } from 'commander';
+import type { Order } from '../domain/order.js';
+import type { Pet } from '../domain/pet.js';
 import type { Storage } from '../domain/storage.js';
 import {
+  type Conflict,
   type CopyProgress,
   compareData,
   copyData,
-  type PetConflict,
   type TableComparison,
 } from '../storage/copy-data.js';
 import { openStorage } from '../storage/open-storage.js';
@@ -12,7 +14,7 @@ import { ProgressLine } from './progress-line.js';
 
 // The copy runs one query at a time on each side.
 const POOL_SIZE = 2;
-/** Conflicting pets listed one per line; beyond these they are only counted, so the report stays readable. */
+/** Conflicting pets (and orders) listed one per line; beyond these they are only counted, so the report stays readable. */
 const CONFLICTS_LISTED = 100;
 
 function positiveInteger(value: string): number {
@@ -22,20 +24,23 @@ function positiveInteger(value: string): number {
 
 export function migrateDataCommand(): Command {
   return new Command('migrate-data')
-    .description('copy pets and keys to another database, and verify')
+    .description('copy everything to another database, and verify')
     .requiredOption('--from <url>', 'the database to copy from, e.g. sqlite:./data/petstore.db')
     .requiredOption('--to <url>', 'the database to copy into, e.g. postgres://user@host/db')
     .option('--batch-size <rows>', 'rows per read and per target transaction', positiveInteger, 1000)
     .addHelpText(
       'after',
       `
-Pets keep their ids and API keys their hashes, so existing keys go on working. Each batch is one
-transaction. A pet whose id the target does not hold is copied; one the target holds already is never
-overwritten (a key revoked in the source is revoked in the target too). So a stopped run can simply be
-run again, and so can a run after the switch: pets created in the source meanwhile are copied, and
-pets created in the target are kept. It ends by comparing every field of every pet and key of the
-source with the target, and exits non-zero if one is missing or if an id holds a different pet on each
-side (both sides took writes): each such id is printed, with both pets, and neither is changed.`,
+Pets and orders keep their ids and API keys their hashes, so existing keys go on working. Each batch
+is one transaction. A pet or order whose id the target does not hold is copied; one the target holds
+already is never overwritten (a key revoked in the source is revoked in the target too). An order is
+copied only when its animal is the same on both sides, status included, so an order and its animal
+always agree in the target. So a stopped run can simply be run again, and so can a run after the
+switch: pets and orders created in the source meanwhile are copied, and what the target did since is
+kept (its pets, its orders, the animal statuses its orders set). It ends by comparing every field of
+every pet, order and key of the source with the target, and exits non-zero if one is missing or if an
+id holds something different on each side (both sides took writes): each is printed, with both
+versions, and neither is changed.`,
     )
     .action(async ({ from, to, batchSize }: { from: string; to: string; batchSize: number }) => {
       if (from === to) throw new Error('--from and --to name the same database');
@@ -81,16 +86,32 @@ async function migrate(source: Storage, target: Storage, batchSize: number): Pro
     },
   });
   if (last) progress.update(describe(last), true);
-  progress.update('comparing every pet and API key of the source with the target…', true);
+  progress.update('comparing every pet, order and API key of the source with the target…', true);
 
-  const { apiKeys, pets, petConflicts } = await compareData(source, target, {
-    batchSize,
-    maxListed: CONFLICTS_LISTED,
-  });
-  process.stdout.write(`${summary('api keys', apiKeys)}\n${summary('pets', pets)}\n`);
-  for (const conflict of petConflicts) process.stdout.write(`${describeConflict(conflict)}\n`);
+  const { apiKeys, pets, orders, petConflicts, orderConflicts, missingOrders } = await compareData(
+    source,
+    target,
+    { batchSize, maxListed: CONFLICTS_LISTED },
+  );
+  process.stdout.write(
+    `${summary('api keys', apiKeys)}\n${summary('pets', pets)}\n${summary('orders', orders)}\n`,
+  );
+  for (const conflict of petConflicts)
+    process.stdout.write(`${describeConflict('pet', conflict, petFields)}\n`);
   if (pets.conflicts > petConflicts.length)
     process.stdout.write(`… and ${pets.conflicts - petConflicts.length} more conflicting pets, not listed\n`);
+  for (const conflict of orderConflicts)
+    process.stdout.write(`${describeConflict('order', conflict, orderFields)}\n`);
+  if (orders.conflicts > orderConflicts.length)
+    process.stdout.write(
+      `… and ${orders.conflicts - orderConflicts.length} more conflicting orders, not listed\n`,
+    );
+  for (const order of missingOrders)
+    process.stdout.write(
+      `missing: order ${order.id} is ${orderFields(order)} in the source, not in the target\n`,
+    );
+  if (orders.missing > missingOrders.length)
+    process.stdout.write(`… and ${orders.missing - missingOrders.length} more missing orders, not listed\n`);
 
   const problems = [
     pets.conflicts > 0 &&
@@ -98,16 +119,21 @@ async function migrate(source: Storage, target: Storage, batchSize: number): Pro
         ? '1 pet of the source was not copied: its id holds a different pet in the target (listed above)'
         : `${pets.conflicts} pets of the source were not copied: their ids hold different pets in the target (listed above)`),
     apiKeys.conflicts > 0 && `${apiKeys.conflicts} API keys differ between the source and the target`,
+    orders.conflicts > 0 &&
+      `${orders.conflicts === 1 ? '1 order differs' : `${orders.conflicts} orders differ`} between the source and the target (listed above)`,
     pets.missing + apiKeys.missing > 0 &&
       `${pets.missing} pets and ${apiKeys.missing} API keys arrived in the source during the copy: run it again`,
+    orders.missing > 0 &&
+      `${orders.missing === 1 ? '1 order of the source is' : `${orders.missing} orders of the source are`} not in the target (listed above): placed in the source during the copy (run it again), or for an animal that differs between the two (settle it first)`,
   ].filter((problem): problem is string => typeof problem === 'string');
   if (problems.length > 0) throw new Error(`${problems.join('; ')}; nothing was overwritten`);
-  process.stdout.write('every pet and API key of the source is in the target\n');
+  process.stdout.write('every pet, order and API key of the source is in the target\n');
 }
 
-function describe({ what, read, total, written }: CopyProgress): string {
+function describe({ what, read, total, written, leftOut = 0 }: CopyProgress): string {
   const percent = total === 0 ? 100 : Math.floor((read / total) * 100);
-  return `${what}: ${read} of ${total} read (${percent}%), ${written} written, ${read - written} already there`;
+  const left = leftOut > 0 ? `, ${leftOut} left out (their animal differs)` : '';
+  return `${what}: ${read} of ${total} read (${percent}%), ${written} written, ${read - written - leftOut} already there${left}`;
 }
 
 /** e.g. `pets: 3003 in the source, 3002 in the target, 1 CONFLICTING; 4 only in the target (kept)` */
@@ -123,10 +149,21 @@ function summary(
   return `${label}: ${source} in the source, ${held}; ${onlyInTarget} only in the target (kept)`;
 }
 
-function describeConflict({ source, target }: PetConflict): string {
-  const fields = (pet: PetConflict['source']) =>
-    JSON.stringify({ name: pet.name, categoryId: String(pet.categoryId), status: pet.status });
-  return `conflict: pet ${source.id} is ${fields(source)} in the source but ${fields(target)} in the target; the target's was kept`;
+const petFields = (pet: Pet) =>
+  JSON.stringify({ name: pet.name, categoryId: String(pet.categoryId), status: pet.status });
+const orderFields = (order: Order) =>
+  JSON.stringify({
+    petId: String(order.petId),
+    status: order.status,
+    placedAt: order.placedAt.toISOString(),
+  });
+
+function describeConflict<T extends { id: bigint }>(
+  what: string,
+  { source, target }: Conflict<T>,
+  fields: (row: T) => string,
+): string {
+  return `conflict: ${what} ${source.id} is ${fields(source)} in the source but ${fields(target)} in the target; the target's was kept`;
 }
 
 /** A URL fit for an error message: any password replaced. */

@@ -18,3 +18,16 @@ export class IdempotencyKeyReusedError extends Error {
 export class StorageUnavailableError extends Error {
   override readonly name = 'StorageUnavailableError';
 }
+
+/**
+ * The request is valid but the resource's state forbids it (an animal that is not available, an order
+ * already delivered): answered 409, with a message naming the state that stands in the way.
+ */
+export class ConflictError extends Error {
+  override readonly name = 'ConflictError';
+}
+
+/** A field of a request names a resource that does not exist (an order's `petId`): the request is invalid. */
+export class UnknownReferenceError extends Error {
+  override readonly name = 'UnknownReferenceError';
+}

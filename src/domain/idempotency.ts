@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { NewOrder } from './order.js';
 import type { NewPet } from './pet.js';
 import type { IdempotencyClaim, IdempotencyStore } from './storage.js';
 
@@ -11,9 +12,16 @@ export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
  * something else, even if the stored pet would be alike.
  */
 export function requestHashOf(pet: NewPet): string {
-  const meaning = JSON.stringify([pet.name, pet.categoryId.toString(), pet.status ?? null]);
-  return createHash('sha256').update(meaning).digest('hex');
+  return digest([pet.name, pet.categoryId.toString(), pet.status ?? null]);
 }
+
+/** Two placeOrder requests are the same when they name the same animal. */
+export function orderRequestHashOf(order: NewOrder): string {
+  return digest(['placeOrder', order.petId.toString()]);
+}
+
+const digest = (meaning: readonly unknown[]): string =>
+  createHash('sha256').update(JSON.stringify(meaning)).digest('hex');
 
 /** One use of an Idempotency-Key at `at`: a record older than the window is treated as absent. */
 export function idempotencyClaim(

@@ -1,36 +1,56 @@
 import { createHmac, createSecretKey, type KeyObject, timingSafeEqual } from 'node:crypto';
 import { InvalidCursorError } from './errors.js';
-import type { PetStatus } from './pet.js';
 
-/** Where a page ends: the keyset position (last id seen) and the filter the walk was started with. */
-export interface CursorPosition {
+/** The contract's page sizes, for every list: `limit` defaults to 20 and may not exceed 100. */
+export const DEFAULT_PAGE_SIZE = 20;
+export const MAX_PAGE_SIZE = 100;
+
+/** The filters a walk was started with: a cursor is good only with the same ones. */
+export interface CursorFilter {
+  status?: string | undefined;
+  petId?: bigint | undefined;
+}
+
+/** Where a page ends: the keyset position (last id seen) and the filters the walk was started with. */
+export interface CursorPosition extends CursorFilter {
   afterId: bigint;
-  status: PetStatus | undefined;
 }
 
 const MAX_CURSOR_LENGTH = 256;
 const TAG_BYTES = 16;
 
+/** The filters as the cursor's payload carries them: `status` always, `petId` when given. */
+const filterText = ({ status, petId }: CursorFilter): string =>
+  petId === undefined ? (status ?? '') : `${status ?? ''}:${petId}`;
+
 /**
  * Keyset cursors, opaque to clients and signed with HMAC-SHA256 so a tampered or foreign cursor is
  * refused instead of silently paging from somewhere else. The secret is shared by every node (it lives
- * in the database), so a cursor issued by one node is good on any other.
+ * in the database), so a cursor issued by one node is good on any other. Each resource pages with a
+ * codec of its own `scope`, whose key is derived from the secret: a cursor of one list is refused by
+ * another, even with the same filters.
  */
 export class CursorCodec {
   // A KeyObject, imported once: HMAC with a raw Buffer imports the key again on every call.
   readonly #secret: KeyObject;
+  /** What the filters are called in the refusal of a cursor used with others. */
+  readonly #filters: string;
 
-  constructor(secret: Buffer) {
-    this.#secret = createSecretKey(secret);
+  /** `scope` '' (the pets list) signs with the secret itself, as cursors were signed before orders. */
+  constructor(secret: Buffer, scope = '') {
+    this.#secret = createSecretKey(
+      scope === '' ? secret : createHmac('sha256', secret).update(`cursor scope: ${scope}`).digest(),
+    );
+    this.#filters = scope === '' ? 'this status filter' : 'these filters';
   }
 
   encode(position: CursorPosition): string {
-    const payload = Buffer.from(`${position.afterId}:${position.status ?? ''}`).toString('base64url');
+    const payload = Buffer.from(`${position.afterId}:${filterText(position)}`).toString('base64url');
     return `${payload}.${this.#tag(payload)}`;
   }
 
-  /** Throws InvalidCursorError unless the cursor is one of ours, for the same status filter. */
-  decode(cursor: string, status: PetStatus | undefined): CursorPosition {
+  /** Throws InvalidCursorError unless the cursor is one of ours, of this scope, for the same filters. */
+  decode(cursor: string, filter: CursorFilter): CursorPosition {
     const dot = cursor.indexOf('.');
     if (cursor.length > MAX_CURSOR_LENGTH || dot < 1) throw new InvalidCursorError('cursor is not valid');
     const payload = cursor.slice(0, dot);
@@ -41,11 +61,12 @@ export class CursorCodec {
     if (tag.length !== expected.length || !timingSafeEqual(tag, expected)) {
       throw new InvalidCursorError('cursor is not valid');
     }
-    const [afterId = '', cursorStatus = ''] = Buffer.from(payload, 'base64url').toString().split(':');
-    if (cursorStatus !== (status ?? '')) {
-      throw new InvalidCursorError('cursor does not belong to this status filter');
+    const text = Buffer.from(payload, 'base64url').toString();
+    const colon = text.indexOf(':');
+    if (text.slice(colon + 1) !== filterText(filter)) {
+      throw new InvalidCursorError(`cursor does not belong to ${this.#filters}`);
     }
-    return { afterId: BigInt(afterId), status };
+    return { afterId: BigInt(text.slice(0, colon)), ...filter };
   }
 
   #tag(payload: string): string {

@@ -1,12 +1,8 @@
 import { IdempotencyKeyReusedError } from './errors.js';
 import { idempotencyClaim, requestHashOf } from './idempotency.js';
-import type { CursorCodec } from './paging.js';
+import { type CursorCodec, DEFAULT_PAGE_SIZE } from './paging.js';
 import { DEFAULT_PET_STATUS, type NewPet, type Pet, type PetStatus } from './pet.js';
 import type { PetRecordInput, PetStore } from './storage.js';
-
-/** The contract's page sizes: `limit` defaults to 20 and may not exceed 100. */
-export const DEFAULT_PAGE_SIZE = 20;
-export const MAX_PAGE_SIZE = 100;
 
 export interface PetQuery {
   limit?: number | undefined;
@@ -50,7 +46,7 @@ export class PetCatalog {
   /** Ascending id order: keyset paging visits each pet once, whatever is created meanwhile. */
   async list(query: PetQuery): Promise<PetPage> {
     const limit = query.limit ?? DEFAULT_PAGE_SIZE;
-    const afterId = query.cursor ? this.#cursors.decode(query.cursor, query.status).afterId : 0n;
+    const afterId = query.cursor ? this.#cursors.decode(query.cursor, { status: query.status }).afterId : 0n;
     // One row more than asked tells whether a next page exists without a COUNT.
     const pets = await this.#store.list({ afterId, status: query.status, limit: limit + 1 });
     if (pets.length <= limit) return { pets };

@@ -1,3 +1,4 @@
+import type { Order, OrderSettlement, OrderStatus } from './order.js';
 import type { Pet, PetStatus } from './pet.js';
 
 /**
@@ -7,6 +8,7 @@ import type { Pet, PetStatus } from './pet.js';
  */
 export interface Storage {
   readonly pets: PetStore;
+  readonly orders: OrderStore;
   readonly apiKeys: ApiKeyStore;
   readonly idempotency: IdempotencyStore;
   /** What opening the database did to its schema: the migrations it applied, if any. */
@@ -87,6 +89,83 @@ export interface PetStore {
    */
   importBatch(pets: readonly Pet[]): Promise<number>;
   /** Resolves once every create accepted so far has been committed or refused (before closing). */
+  settled(): Promise<void>;
+}
+
+/** An order to store as it is, with the animal status it implies: for seeding (OrderStore.createMany). */
+export interface OrderRecordInput {
+  petId: bigint;
+  status: OrderStatus;
+  placedAt: Date;
+}
+
+export interface OrderListQuery {
+  /** Keyset position: only orders with a greater id. */
+  afterId: bigint;
+  status?: OrderStatus | undefined;
+  petId?: bigint | undefined;
+  limit: number;
+}
+
+/** An order to place for an animal at `at`, with the Idempotency-Key claim it was sent with, if any. */
+export interface OrderPlacement {
+  petId: bigint;
+  at: Date;
+  idempotency?: IdempotencyClaim | undefined;
+}
+
+/** How placing an order ended. Only `placed` changed anything. */
+export type PlacedOrder =
+  | { outcome: 'placed'; order: Order }
+  /** An earlier request with the same Idempotency-Key placed `order`; this one changed nothing. */
+  | { outcome: 'replayed'; order: Order; requestHash: string }
+  | { outcome: 'unknown_pet' }
+  | { outcome: 'pet_not_available'; petStatus: PetStatus };
+
+/** How delivering or cancelling an order ended. Only `settled` changed anything. */
+export type SettledOrder =
+  | { outcome: 'settled'; order: Order }
+  /** The order was already in the status asked for: a retry, answered with it unchanged. */
+  | { outcome: 'unchanged'; order: Order }
+  /** The order is in the other final status: it can no longer move. */
+  | { outcome: 'conflict'; order: Order }
+  | { outcome: 'unknown_order' };
+
+/**
+ * Orders, and the animal status each holds. The invariants are the database's, not the caller's: at
+ * most one `placed` order per animal, and an order never changes without its animal (nor the other way
+ * round), whatever runs concurrently, on this node or another.
+ */
+export interface OrderStore {
+  /**
+   * In one transaction: the animal goes from available to pending and the order is stored `placed`.
+   * Of concurrent placements for one animal, from any node, exactly one is `placed`. With an
+   * Idempotency-Key claim the key is recorded in that transaction too, unless a live record exists:
+   * then nothing changes and the recorded order is returned. A refusal records nothing.
+   */
+  place(placement: OrderPlacement): Promise<PlacedOrder>;
+  /**
+   * In one transaction: a `placed` order becomes `to` and its animal goes from pending to sold
+   * (delivered) or available (cancelled). Of concurrent settlements of one order, exactly one settles.
+   */
+  settle(id: bigint, to: OrderSettlement): Promise<SettledOrder>;
+  findById(id: bigint): Promise<Order | undefined>;
+  /** Orders in ascending id order; without filters also how migrate-data reads them, batch by batch. */
+  list(query: OrderListQuery): Promise<Order[]>;
+  count(): Promise<number>;
+  /**
+   * Stores orders as given, in one transaction, each animal taking the status its order implies: for
+   * seeding animals that have no order yet. Resolves to them, in order, with their ids.
+   */
+  createMany(orders: readonly OrderRecordInput[]): Promise<Order[]>;
+  /**
+   * Stores orders copied from another database, ids kept, in one transaction; animals are left as they
+   * are (their statuses were copied with them). An order whose id is taken, or that would give an animal
+   * a second `placed` order, is left out. Orders placed later get ids above every imported one. Resolves
+   * to the number of orders inserted.
+   */
+  importBatch(orders: readonly Order[]): Promise<number>;
+  /** Resolves once every write accepted so far has been committed or refused (before closing). */
   settled(): Promise<void>;
 }
 

@@ -1,6 +1,12 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { IdempotencyKeyReusedError, InvalidCursorError, StorageUnavailableError } from '../domain/errors.js';
+import {
+  ConflictError,
+  IdempotencyKeyReusedError,
+  InvalidCursorError,
+  StorageUnavailableError,
+  UnknownReferenceError,
+} from '../domain/errors.js';
 import { ACCEPTED_REQUEST_CODINGS } from './content-coding.js';
 import { setCommonHeaders } from './request-id.js';
 import { ERROR_STATUS, type ErrorBody, type ErrorCode } from './schemas/error.js';
@@ -64,7 +70,9 @@ const FASTIFY_ERRORS: Record<string, [ErrorCode, string, Record<string, string>?
 /** The one mapping from anything thrown while serving a request to an Error body. */
 export function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
-  if (error instanceof InvalidCursorError) return new ApiError('invalid_request', error.message);
+  if (error instanceof InvalidCursorError || error instanceof UnknownReferenceError)
+    return new ApiError('invalid_request', error.message);
+  if (error instanceof ConflictError) return new ApiError('conflict', error.message);
   if (error instanceof StorageUnavailableError)
     return unavailable('the database is unavailable; retry after a few seconds');
   if (error instanceof IdempotencyKeyReusedError)

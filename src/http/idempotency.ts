@@ -16,9 +16,10 @@ export const IdempotencyKeyHeaders = Type.Object(
         [PATTERN_MESSAGE]: 'must be visible ASCII characters only (no spaces, no control characters)',
         description:
           'Makes the request safe to retry: within 24 hours, the same key with the same body returns the ' +
-          'first `201` and its pet (with `Idempotent-Replayed: true`) and creates nothing; the same key with ' +
-          'another body is a `422`. Keys are scoped to the API key that sent them. 1 to 255 visible ASCII ' +
-          'characters, bare or as a Structured Field string (`"…"`); a UUID is a good choice.',
+          'first `201` and what it created (with `Idempotent-Replayed: true`) and changes nothing; the same ' +
+          'key with another body is a `422`. Keys are scoped to the API key that sent them and to the ' +
+          'operation. 1 to 255 visible ASCII characters, bare or as a Structured Field string (`"…"`); a ' +
+          'UUID is a good choice.',
       }),
     ),
   },

@@ -61,7 +61,12 @@ export const jsonBody = fp(
       continueIfExpected(request, reply);
       done(null, payload);
     });
-    app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
+    app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (request, body, done) => {
+      // An operation that takes no body (deliverOrder) is sent none, whatever Content-Type says.
+      if ((body as Buffer).length === 0 && request.routeOptions.schema?.body === undefined) {
+        done(null, undefined);
+        return;
+      }
       try {
         done(null, parseJsonBody(body as Buffer));
       } catch (error) {

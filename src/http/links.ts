@@ -1,3 +1,4 @@
+import type { OrderStatus } from '../domain/order.js';
 import type { PetStatus } from '../domain/pet.js';
 
 /**
@@ -25,6 +26,19 @@ export class Links {
    */
   petsPage(limit: number, status: PetStatus | undefined, cursor: string): string {
     return `${this.#api}/pets?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${cursor}`;
+  }
+
+  order(id: bigint): string {
+    return `${this.#api}/store/orders/${id}`;
+  }
+
+  /** The `next` page of a walk through the orders, keeping the caller's limit and filters. */
+  ordersPage(
+    limit: number,
+    { status, petId }: { status: OrderStatus | undefined; petId: bigint | undefined },
+    cursor: string,
+  ): string {
+    return `${this.#api}/store/orders?limit=${limit}${status ? `&status=${status}` : ''}${petId === undefined ? '' : `&petId=${petId}`}&cursor=${cursor}`;
   }
 
   /** Documentation of listPets, getPet's replacement. */

@@ -79,6 +79,7 @@ export class ServiceMetrics {
       );
     return {
       pets: watch(storage.pets, 'pets'),
+      orders: watch(storage.orders, 'orders'),
       apiKeys: watch(storage.apiKeys, 'apiKeys'),
       idempotency: watch(storage.idempotency, 'idempotency'),
       schema: storage.schema,

@@ -1,13 +1,16 @@
+import type { Order } from '../domain/order.js';
 import type { Pet } from '../domain/pet.js';
 import type { ApiKeyRecord, Storage } from '../domain/storage.js';
 
 export interface CopyProgress {
-  what: 'api keys' | 'pets';
+  what: 'api keys' | 'pets' | 'orders';
   /** Rows read from the source so far, of `total`. */
   read: number;
   total: number;
-  /** Rows the target took (inserted, or a key's revocation); the rest were there already. */
+  /** Rows the target took (inserted, or a key's revocation); the rest were there already, or left out. */
   written: number;
+  /** Orders not copied because their animal differs between the two sides. */
+  leftOut?: number;
 }
 
 export interface CopyOptions {
@@ -17,10 +20,13 @@ export interface CopyOptions {
 }
 
 /**
- * Copies every API key and pet from one storage into another, batch by batch, each batch one
+ * Copies every API key, pet and order from one storage into another, batch by batch, each batch one
  * transaction on the target. Ids and key hashes are kept. Safe to run again: a row whose id the target
  * holds already is never overwritten (only a key's revocation is carried over), so a run that stopped
- * half way, or a second run after the source took more writes, copies exactly what is missing.
+ * half way, or a second run after the source took more writes, copies exactly what is missing. An
+ * order is copied only when its animal is the same on both sides, status included: an order for an
+ * animal that differs (another animal under that id, or one whose orders moved on one side only) would
+ * leave the target's order and animal disagreeing, so it is left for the comparison to report.
  */
 export async function copyData(from: Storage, to: Storage, options: CopyOptions): Promise<void> {
   const { batchSize, onProgress = () => undefined } = options;
@@ -40,7 +46,67 @@ export async function copyData(from: Storage, to: Storage, options: CopyOptions)
     petProgress.read += batch.length;
     onProgress({ ...petProgress });
   }
+
+  const differing = await differingPets(from, to, batchSize);
+  const orderProgress: CopyProgress = {
+    what: 'orders',
+    read: 0,
+    total: await from.orders.count(),
+    written: 0,
+    leftOut: 0,
+  };
+  for await (const batch of orderBatches(from, batchSize)) {
+    const copyable = batch.filter((order) => !differing.has(order.petId));
+    orderProgress.written += await to.orders.importBatch(copyable);
+    orderProgress.leftOut = (orderProgress.leftOut ?? 0) + batch.length - copyable.length;
+    orderProgress.read += batch.length;
+    onProgress({ ...orderProgress });
+  }
   await to.analyze();
+}
+
+/** The ids of the pets both sides hold, but not alike (name, categoryId, status). */
+async function differingPets(from: Storage, to: Storage, batchSize: number): Promise<Set<bigint>> {
+  const differing = new Set<bigint>();
+  for await (const [a, b] of pairs(eachPet(from, batchSize), eachPet(to, batchSize))) {
+    if (a && b && !samePet(a, b)) differing.add(a.id);
+  }
+  return differing;
+}
+
+/** Every order in id order, a keyset page at a time. */
+export async function* orderBatches(storage: Storage, batchSize: number): AsyncGenerator<Order[]> {
+  for (let afterId = 0n; ; ) {
+    const batch = await storage.orders.list({ afterId, limit: batchSize });
+    if (batch.length === 0) return;
+    yield batch;
+    afterId = (batch[batch.length - 1] as Order).id;
+  }
+}
+
+/**
+ * Two id-ordered walks side by side: each id once, with its row on either side (undefined where that
+ * side has none). Memory stays flat however many rows there are.
+ */
+async function* pairs<T extends { id: bigint }>(
+  source: AsyncGenerator<T>,
+  target: AsyncGenerator<T>,
+): AsyncGenerator<[T | undefined, T | undefined]> {
+  let a = await source.next();
+  let b = await target.next();
+  while (!a.done || !b.done) {
+    if (b.done || (!a.done && a.value.id < b.value.id)) {
+      yield [a.value as T, undefined];
+      a = await source.next();
+    } else if (a.done || b.value.id < a.value.id) {
+      yield [undefined, b.value];
+      b = await target.next();
+    } else {
+      yield [a.value, b.value];
+      a = await source.next();
+      b = await target.next();
+    }
+  }
 }
 
 /** Every pet in id order, a keyset page at a time: memory stays flat however many there are. */
@@ -53,11 +119,13 @@ export async function* petBatches(storage: Storage, batchSize: number): AsyncGen
   }
 }
 
-/** A pet held under one id by both sides, differently: never overwritten, only reported. */
-export interface PetConflict {
-  source: Pet;
-  target: Pet;
+/** A row held under one id by both sides, differently: never overwritten, only reported. */
+export interface Conflict<T> {
+  source: T;
+  target: T;
 }
+export type PetConflict = Conflict<Pet>;
+export type OrderConflict = Conflict<Order>;
 
 /** How the source's rows stand in the target, after a copy. */
 export interface TableComparison {
@@ -76,39 +144,62 @@ export interface TableComparison {
 export interface DataComparison {
   apiKeys: TableComparison;
   pets: TableComparison;
+  orders: TableComparison;
   /** The first `maxListed` conflicting pets, in id order. */
   petConflicts: PetConflict[];
+  /** The first `maxListed` conflicting orders, in id order. */
+  orderConflicts: OrderConflict[];
+  /** The first `maxListed` source orders the target lacks, in id order. */
+  missingOrders: Order[];
 }
 
 /**
- * Compares the target with the source row by row, every field of every pet and key (by the same code
- * for two different databases): pets by walking both sides in id order at once, so memory stays flat.
+ * Compares the target with the source row by row, every field of every pet, order and key (by the same
+ * code for two different databases): pets and orders by walking both sides in id order at once, so
+ * memory stays flat. What the target did after the switch is no difference: an order it placed, or
+ * delivered or cancelled after the copy, and the animal status that order gave.
  */
 export async function compareData(
   from: Storage,
   to: Storage,
   options: { batchSize: number; maxListed: number },
 ): Promise<DataComparison> {
-  const petConflicts: PetConflict[] = [];
+  // Orders first: they tell which animals moved on in the target after the copy.
+  const orders = emptyComparison();
+  const orderConflicts: OrderConflict[] = [];
+  const missingOrders: Order[] = [];
+  const movedInTarget = new Set<bigint>();
+  for await (const [a, b] of pairs(eachOrder(from, options.batchSize), eachOrder(to, options.batchSize))) {
+    if (!b) {
+      orders.source++;
+      if (++orders.missing <= options.maxListed) missingOrders.push(a as Order);
+    } else if (!a) {
+      orders.onlyInTarget++;
+      movedInTarget.add(b.petId);
+    } else {
+      orders.source++;
+      if (!sameOrder(a, b)) {
+        if (++orders.conflicts <= options.maxListed) orderConflicts.push({ source: a, target: b });
+      } else {
+        orders.inTarget++;
+        if (a.status !== b.status) movedInTarget.add(b.petId);
+      }
+    }
+  }
+
   const pets = emptyComparison();
-  const source = eachPet(from, options.batchSize);
-  const target = eachPet(to, options.batchSize);
-  let a = await source.next();
-  let b = await target.next();
-  while (!a.done || !b.done) {
-    if (b.done || (!a.done && a.value.id < b.value.id)) {
+  const petConflicts: PetConflict[] = [];
+  for await (const [a, b] of pairs(eachPet(from, options.batchSize), eachPet(to, options.batchSize))) {
+    if (!b) {
       pets.source++;
       pets.missing++;
-      a = await source.next();
-    } else if (a.done || b.value.id < a.value.id) {
+    } else if (!a) {
       pets.onlyInTarget++;
-      b = await target.next();
     } else {
       pets.source++;
-      if (samePet(a.value, b.value)) pets.inTarget++;
-      else if (++pets.conflicts <= options.maxListed) petConflicts.push({ source: a.value, target: b.value });
-      a = await source.next();
-      b = await target.next();
+      const alike = samePet(a, b) || (movedInTarget.has(a.id) && sameAnimal(a, b));
+      if (alike) pets.inTarget++;
+      else if (++pets.conflicts <= options.maxListed) petConflicts.push({ source: a, target: b });
     }
   }
 
@@ -123,7 +214,7 @@ export async function compareData(
     else apiKeys.conflicts++;
   }
   apiKeys.onlyInTarget = targetKeys.size;
-  return { apiKeys, pets, petConflicts };
+  return { apiKeys, pets, orders, petConflicts, orderConflicts, missingOrders };
 }
 
 const emptyComparison = (): TableComparison => ({
@@ -138,8 +229,22 @@ async function* eachPet(storage: Storage, batchSize: number): AsyncGenerator<Pet
   for await (const batch of petBatches(storage, batchSize)) yield* batch;
 }
 
-const samePet = (a: Pet, b: Pet) =>
-  a.name === b.name && a.categoryId === b.categoryId && a.status === b.status;
+async function* eachOrder(storage: Storage, batchSize: number): AsyncGenerator<Order> {
+  for await (const batch of orderBatches(storage, batchSize)) yield* batch;
+}
+
+/** The same animal (its name and category never change), whatever its status. */
+const sameAnimal = (a: Pet, b: Pet) => a.name === b.name && a.categoryId === b.categoryId;
+const samePet = (a: Pet, b: Pet) => sameAnimal(a, b) && a.status === b.status;
+
+/**
+ * The same order, though the target may have delivered or cancelled it since the switch (an order only
+ * moves on from placed, so that is the target's own doing, not a difference).
+ */
+const sameOrder = (a: Order, b: Order) =>
+  a.petId === b.petId &&
+  a.placedAt.getTime() === b.placedAt.getTime() &&
+  (a.status === b.status || a.status === 'placed');
 
 /** The same key, though the target may have revoked it since the switch (a revocation only spreads). */
 const sameKey = (a: ApiKeyRecord, b: ApiKeyRecord) =>

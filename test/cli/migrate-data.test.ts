@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
+import type { Order } from '../../src/domain/order.js';
 import { INT64_MAX, INT64_MIN, PET_STATUSES, type Pet } from '../../src/domain/pet.js';
 import type { ApiKeyRecord, Storage } from '../../src/domain/storage.js';
-import { compareData, petBatches } from '../../src/storage/copy-data.js';
+import { compareData, orderBatches, petBatches } from '../../src/storage/copy-data.js';
 import { after, backends, before, sqlite, type TestDatabase, test } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 import { createPet } from '../support/storage.js';
@@ -17,6 +18,24 @@ const seedPets: Pet[] = Array.from({ length: PET_COUNT }, (_, i) => ({
   categoryId: [BigInt(i), INT64_MAX - BigInt(i), INT64_MIN + BigInt(i), 2n ** 53n + 1n][i % 4] as bigint,
   status: PET_STATUSES[i % PET_STATUSES.length] as Pet['status'],
 }));
+
+/**
+ * Orders that agree with those pets, as the service leaves them: a placed order for each pending pet, a
+ * delivered one for each sold pet, a cancelled one for every third available pet; ids with gaps too.
+ */
+const ORDER_FOR: Record<Pet['status'], Order['status'] | undefined> = {
+  pending: 'placed',
+  sold: 'delivered',
+  available: 'cancelled',
+};
+const seedOrders: Order[] = seedPets
+  .filter((pet, i) => pet.status !== 'available' || i % 9 === 0)
+  .map((pet, i) => ({
+    id: BigInt(10 + i * 2),
+    petId: pet.id,
+    status: ORDER_FOR[pet.status] as Order['status'],
+    placedAt: new Date(Date.UTC(2026, 0, 1) + i * 1_001),
+  }));
 
 const seedKeys: ApiKeyRecord[] = [
   {
@@ -50,6 +69,14 @@ async function allPets(storage: Storage): Promise<Pet[]> {
   return pets;
 }
 
+async function allOrders(storage: Storage): Promise<Order[]> {
+  const orders: Order[] = [];
+  for await (const batch of orderBatches(storage, 1_000)) orders.push(...batch);
+  return orders;
+}
+
+const ORDERS = seedOrders.length;
+
 for (const backend of backends) {
   backend.describe(`petstore migrate-data from SQLite to ${backend.name}`, () => {
     const databases: TestDatabase[] = [];
@@ -71,6 +98,7 @@ for (const backend of backends) {
       databases.push(source, target);
       const storage = await open(source);
       await storage.pets.importBatch(seedPets);
+      await storage.orders.importBatch(seedOrders);
       await storage.apiKeys.importBatch(seedKeys);
     });
     after(async () => {
@@ -78,12 +106,21 @@ for (const backend of backends) {
       for (const database of databases) await database.drop();
     });
 
-    test('when a few thousand pets are copied, then every field of every pet and key arrives unchanged', async () => {
+    test('when a few thousand pets and their orders are copied, then every field of every pet, order and key arrives unchanged', async () => {
       const run = await migrateData(target);
       assert.equal(run.code, 0, run.stderr);
       assert.match(run.stdout, allInTarget('pets', 3000, 0));
+      assert.match(run.stdout, allInTarget('orders', ORDERS, 0));
       assert.match(run.stdout, allInTarget('api keys', 2, 0));
+      assert.match(run.stdout, /^every pet, order and API key of the source is in the target$/m);
       assert.match(run.stderr, /^pets: 3000 of 3000 read \(100%\), 3000 written, 0 already there$/m);
+      assert.match(
+        run.stderr,
+        new RegExp(
+          `^orders: ${ORDERS} of ${ORDERS} read \\(100%\\), ${ORDERS} written, 0 already there$`,
+          'm',
+        ),
+      );
       assert.doesNotMatch(run.stderr, /\r/, 'plain lines when the output is not a terminal');
       // Not a terminal: each progress line once, the last figures of keys and of pets included.
       const lines = run.stderr.split('\n').filter(Boolean);
@@ -95,6 +132,7 @@ for (const backend of backends) {
 
       const copied = await open(target);
       assert.deepEqual(await allPets(copied), seedPets);
+      assert.deepEqual(await allOrders(copied), seedOrders);
       assert.deepEqual(await copied.apiKeys.list(), seedKeys);
       assert.equal(await copied.apiKeys.findActiveByHash('b'.repeat(64)), undefined, 'still revoked');
     });
@@ -103,10 +141,18 @@ for (const backend of backends) {
       const run = await migrateData(target);
       assert.equal(run.code, 0, run.stderr);
       assert.match(run.stderr, /^pets: 3000 of 3000 read \(100%\), 0 written, 3000 already there$/m);
-      assert.match(run.stdout, /^every pet and API key of the source is in the target$/m);
+      assert.match(
+        run.stderr,
+        new RegExp(
+          `^orders: ${ORDERS} of ${ORDERS} read \\(100%\\), 0 written, ${ORDERS} already there$`,
+          'm',
+        ),
+      );
+      assert.match(run.stdout, /^every pet, order and API key of the source is in the target$/m);
 
       const copied = await open(target);
       assert.deepEqual(await allPets(copied), seedPets);
+      assert.deepEqual(await allOrders(copied), seedOrders);
       assert.deepEqual(await copied.apiKeys.list(), seedKeys);
     });
 
@@ -116,12 +162,30 @@ for (const backend of backends) {
       assert.ok(pet.id > (seedPets.at(-1) as Pet).id, `new id ${pet.id}`);
     });
 
-    test('when it runs again after the switch, with pets created on the target only, then it keeps them and exits 0', async () => {
+    test('when it runs again after the switch, with pets created on the target only and orders placed, delivered and cancelled there, then it keeps them and exits 0', async () => {
+      const copied = await open(target);
+      const available = seedPets.find((pet) => pet.status === 'available') as Pet;
+      const placed = await copied.orders.place({ petId: available.id, at: new Date() });
+      assert.equal(placed.outcome, 'placed');
+      const [delivered, cancelled] = seedOrders.filter((order) => order.status === 'placed') as [
+        Order,
+        Order,
+      ];
+      assert.equal((await copied.orders.settle(delivered.id, 'delivered')).outcome, 'settled');
+      assert.equal((await copied.orders.settle(cancelled.id, 'cancelled')).outcome, 'settled');
+
       const run = await migrateData(target);
       assert.equal(run.code, 0, `${run.stdout}\n${run.stderr}`);
       assert.match(run.stdout, allInTarget('pets', 3000, 1));
+      assert.match(run.stdout, allInTarget('orders', ORDERS, 1));
       assert.match(run.stdout, allInTarget('api keys', 2, 0));
-      assert.match(run.stdout, /^every pet and API key of the source is in the target$/m);
+      assert.match(run.stdout, /^every pet, order and API key of the source is in the target$/m);
+      assert.equal(
+        (await copied.pets.findById(delivered.petId))?.status,
+        'sold',
+        "the target's move is kept",
+      );
+      assert.equal((await copied.orders.findById(cancelled.id))?.status, 'cancelled');
     });
 
     test('when it runs again after both sides took pets and one id was taken on both, then it copies the others, names the conflict, overwrites nothing and exits 1', async () => {
@@ -216,6 +280,66 @@ for (const backend of backends) {
       assert.equal(comparison.pets.missing, comparison.pets.source);
       assert.equal(comparison.apiKeys.missing, 2);
       assert.equal(comparison.pets.inTarget + comparison.pets.conflicts + comparison.pets.onlyInTarget, 0);
+    });
+
+    test('when the source placed, delivered or cancelled orders after a copy, then those animals and orders are listed, no order is copied onto an animal that differs, and it exits 1', async () => {
+      const small = await sqlite.create();
+      const smallTarget = await backend.create();
+      databases.push(small, smallTarget);
+      const old = await open(small);
+      const pets = await old.pets.createMany(
+        Array.from({ length: 3 }, (_, i) => ({
+          name: `late ${i}`,
+          categoryId: 1n,
+          status: 'available' as const,
+        })),
+      );
+      const first = await old.orders.place({ petId: (pets[0] as Pet).id, at: new Date() });
+      const run = (to: TestDatabase) =>
+        runCli(['migrate-data', '--from', small.url, '--to', to.url, '--batch-size', '2']);
+      assert.equal((await run(smallTarget)).code, 0);
+
+      // The old service went on: it delivered the order copied as placed, and placed a new one.
+      const firstOrder = (first as { order: Order }).order;
+      await old.orders.settle(firstOrder.id, 'delivered');
+      const second = await old.orders.place({ petId: (pets[1] as Pet).id, at: new Date() });
+      const again = await run(smallTarget);
+      assert.equal(again.code, 1, `${again.stdout}\n${again.stderr}`);
+      assert.match(
+        again.stderr,
+        /^orders: 2 of 2 read \(100%\), 0 written, 0 already there, 2 left out \(their animal differs\)$/m,
+      );
+      assert.match(
+        again.stdout,
+        /^pets: 3 in the source, 1 in the target, 2 CONFLICTING; 0 only in the target \(kept\)$/m,
+      );
+      assert.match(
+        again.stdout,
+        /^orders: 2 in the source, 0 in the target, 1 CONFLICTING, 1 MISSING; 0 only in the target \(kept\)$/m,
+      );
+      assert.match(
+        again.stdout,
+        new RegExp(
+          `^conflict: order ${firstOrder.id} is \\{"petId":"${firstOrder.petId}","status":"delivered",.*\\} in the source but \\{.*"status":"placed",.*\\} in the target; the target's was kept$`,
+          'm',
+        ),
+      );
+      const secondOrder = (second as { order: Order }).order;
+      assert.match(
+        again.stdout,
+        new RegExp(`^missing: order ${secondOrder.id} is .* in the source, not in the target$`, 'm'),
+      );
+      assert.match(
+        again.stderr,
+        /1 order differs between the source and the target \(listed above\); 1 order of the source is not in the target/,
+      );
+      const copied = await open(smallTarget);
+      assert.equal(
+        await copied.orders.findById(secondOrder.id),
+        undefined,
+        'not copied onto an available animal',
+      );
+      assert.equal((await copied.pets.findById((pets[1] as Pet).id))?.status, 'available');
     });
   });
 }

@@ -4,6 +4,7 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { TestContext } from 'node:test';
 import {
+  type Order,
   type Pet,
   PetstoreClient,
   type PetstoreClientOptions,
@@ -49,6 +50,62 @@ for (const backend of backends) {
       const walked: Pet[] = [];
       for await (const pet of client.listAllPets({ status: 'pending', limit: 4 })) walked.push(pet);
       assert.deepEqual(walked, created);
+    });
+
+    test('when an order is placed, delivered and another cancelled, then the client returns each Order with its ids exact as bigint', async () => {
+      const rex = await client.createPet({ name: 'Rex', categoryId: 1 });
+      const order = await client.placeOrder({ petId: rex.id });
+      assert.equal(typeof order.id, 'bigint');
+      assert.deepEqual(order, { id: order.id, petId: rex.id, status: 'placed', placedAt: order.placedAt });
+      assert.match(order.placedAt, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+      assert.deepEqual(await client.getOrder(order.id), order);
+      assert.equal((await client.getPet(rex.id)).status, 'pending');
+      assert.deepEqual(await client.deliverOrder(order.id), { ...order, status: 'delivered' });
+      assert.deepEqual(await client.deliverOrder(order.id), { ...order, status: 'delivered' });
+      assert.equal((await client.getPet(rex.id)).status, 'sold');
+
+      const tom = await client.createPet({ name: 'Tom', categoryId: 2 });
+      const other = await client.placeOrder({ petId: Number(tom.id) });
+      assert.deepEqual(await client.cancelOrder(other.id), { ...other, status: 'cancelled' });
+      assert.equal((await client.getPet(tom.id)).status, 'available');
+      await assert.rejects(
+        client.deliverOrder(other.id),
+        (error: unknown) =>
+          error instanceof PetstoreError && error.code === 'conflict' && error.status === 409,
+      );
+      await assert.rejects(
+        client.placeOrder({ petId: rex.id }),
+        (error: unknown) =>
+          error instanceof PetstoreError &&
+          error.status === 409 &&
+          error.message === 'the animal is sold; only an available animal can be ordered',
+      );
+      await assert.rejects(
+        client.placeOrder({ petId: 2n ** 63n - 1n }),
+        (error: unknown) => error instanceof PetstoreError && error.code === 'invalid_request',
+      );
+    });
+
+    test('when placeOrder is sent twice with one idempotencyKey, then the second returns the first order', async () => {
+      const pet = await client.createPet({ name: 'Keyed', categoryId: 3 });
+      const idempotencyKey = randomUUID();
+      const first = await client.placeOrder({ petId: pet.id }, { idempotencyKey });
+      assert.deepEqual(await client.placeOrder({ petId: pet.id }, { idempotencyKey }), first);
+    });
+
+    test('when orders span several pages, then listAllOrders follows Link next with the filters and yields each once, in order', async () => {
+      const pet = await client.createPet({ name: 'Often ordered', categoryId: 4 });
+      const cancelled: Order[] = [];
+      for (let i = 0; i < 7; i++) {
+        cancelled.push(await client.cancelOrder((await client.placeOrder({ petId: pet.id })).id));
+      }
+      const first = await client.listOrders({ petId: pet.id, status: 'cancelled', limit: 3 });
+      assert.deepEqual(first.orders, cancelled.slice(0, 3));
+      assert.deepEqual([first.next?.limit, first.next?.status, first.next?.petId], [3, 'cancelled', pet.id]);
+      const walked: Order[] = [];
+      for await (const order of client.listAllOrders({ petId: pet.id, status: 'cancelled', limit: 3 }))
+        walked.push(order);
+      assert.deepEqual(walked, cancelled);
     });
 
     test('when the service refuses a request, then a PetstoreError carries its code, status and message', async () => {
@@ -202,6 +259,13 @@ describe('typed client: idempotency, retries, timeouts, network failures', () =>
     );
     // Without a key a second try might store a second pet: the 503 is given back as it is.
     assert.equal(await tries((client) => client.createPet({ name: 'Rex', categoryId: 1 })), 1);
+    // The Store: reads, keyed orders, and deliveries and cancellations (asked again, they change nothing).
+    assert.equal(await tries((client) => client.listOrders()), 3);
+    assert.equal(await tries((client) => client.getOrder(1n)), 3);
+    assert.equal(await tries((client) => client.placeOrder({ petId: 1 }, { idempotencyKey: 'k-2' })), 3);
+    assert.equal(await tries((client) => client.deliverOrder(1n)), 3);
+    assert.equal(await tries((client) => client.cancelOrder(1n)), 3);
+    assert.equal(await tries((client) => client.placeOrder({ petId: 1 })), 1);
   });
 
   test('when the service does not answer in time, then the call fails with a PetstoreNetworkError timeout', async (t) => {

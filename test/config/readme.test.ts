@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { test } from 'node:test';
+import { after, test } from 'node:test';
+import { promisify } from 'node:util';
 import type { Command } from 'commander';
 import { petstoreProgram } from '../../src/cli/program.js';
 import { describeConfig } from '../../src/config/config.js';
 import { firstKeyMessage } from '../../src/server.js';
+import { killAllCliProcesses, startServe, tempDatabase } from '../support/cli.js';
 
 const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
 const REPO_ROOT = new URL('../../', import.meta.url);
@@ -80,5 +82,80 @@ test('when the README links a file under docs/, then it exists and no ignore rul
     // git check-ignore exits 1 when no rule matches the path.
     const ignored = spawnSync('git', ['check-ignore', '--no-index', '-q', path], { cwd: REPO_ROOT });
     assert.equal(ignored.status, 1, `${path} is matched by an ignore rule`);
+  }
+});
+
+/** The commands of a README shell block, each with the lines the README says it prints. */
+interface Step {
+  command: string;
+  expected: string[];
+}
+
+/**
+ * A shell block as steps: a command (continued over lines ending in `\\`) and the comment lines right
+ * after it, which quote what it prints. A comment after a blank line introduces the next command.
+ */
+function steps(block: string): Step[] {
+  const result: Step[] = [];
+  let open: Step | undefined;
+  let continued = false;
+  for (const line of block.split('\n')) {
+    if (continued && open) {
+      open.command += `\n${line}`;
+      continued = line.endsWith('\\');
+    } else if (line.startsWith('# ') && open) {
+      open.expected.push(line.slice(2));
+    } else if (line === '' || line.startsWith('#')) {
+      open = undefined;
+    } else {
+      open = { command: line, expected: [] };
+      result.push(open);
+      continued = line.endsWith('\\');
+    }
+  }
+  return result;
+}
+
+/** The instants in an output, which no README can quote. */
+const withoutInstants = (text: string) =>
+  text.replaceAll(/\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z/g, '<instant>');
+
+after(() => killAllCliProcesses());
+
+test('when the Try it and Store walkthroughs are run verbatim against a fresh start, then every command prints what the README says', async (t) => {
+  const database = tempDatabase();
+  t.after(() => database.remove());
+  // A fresh start: no key anywhere, so the service creates one and prints it, as a new user sees it.
+  const server = await startServe({ DATABASE_URL: database.url });
+  t.after(() => server.kill());
+  const key = await server.waitFor(
+    'the first key',
+    () => /^ {2}(pst_[A-Za-z0-9_-]{43})$/m.exec(server.stderr)?.[1],
+  );
+
+  const tryIt = README.slice(README.indexOf('## Try it'), README.indexOf('## Docs page'));
+  const blocks = [...tryIt.matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1] as string);
+  assert.equal(blocks.length, 2, 'the Try it block and the Store walkthrough');
+  const all = blocks.flatMap(steps).filter((step) => !step.command.startsWith('KEY='));
+  const store = steps(blocks[1] as string);
+  assert.ok(
+    store.length >= 15 && store.every((step) => step.expected.length > 0),
+    'every Store step says what it prints',
+  );
+
+  const run = promisify(execFile);
+  for (const { command, expected } of all) {
+    // Verbatim but for the address: this service listens on a port of its own, not 3000.
+    const { stdout } = await run('bash', ['-c', command.replaceAll('http://127.0.0.1:3000', server.url)], {
+      env: { ...process.env, KEY: key },
+      maxBuffer: 16 * 1024 * 1024,
+    });
+    const lines = withoutInstants(stdout).split(/\r?\n/);
+    let at = 0;
+    for (const line of expected.map(withoutInstants)) {
+      const found = lines.indexOf(line, at);
+      assert.ok(found >= 0, `${command}\nprinted:\n${stdout}\nnot, in this order: ${line}`);
+      at = found + 1;
+    }
   }
 });

@@ -14,6 +14,8 @@ describe('docs page in a real browser', () => {
   let server: TestServer;
   let browser: Browser;
   let page: Page;
+  /** An available animal, for the Store's "try it". */
+  let storeCat: number;
   const foreignRequests: string[] = [];
   const consoleErrors: string[] = [];
 
@@ -24,6 +26,9 @@ describe('docs page in a real browser', () => {
       body: `{"name":"Docs Dog","categoryId":${BIG_CATEGORY},"status":"sold"}`,
     });
     assert.equal(created.status, 201);
+    const forSale = await server.request('POST', '/v1/pets', { body: { name: 'Store Cat', categoryId: 2 } });
+    assert.equal(forSale.status, 201);
+    storeCat = forSale.json<{ id: number }>().id;
     browser = await launchBrowser();
     page = await browser.newPage({ viewport: { width: 1200, height: 1400 } });
     page.on('request', (request) => {
@@ -49,6 +54,17 @@ describe('docs page in a real browser', () => {
     const text = (await page.locator('body').textContent()) ?? '';
     assert.match(text, /Thu, 05 Dec 2030 00:00:00 GMT/, 'the sunset date is shown');
     assert.match(text, /rel="next"/, 'the paging decision is shown');
+  });
+
+  test('when the page loads, then the Store group is shown beside the Pets group with its five operations', async () => {
+    const groups = await page.locator('.opblock-tag').allTextContents();
+    assert.ok(
+      groups.some((g) => g.startsWith('pets')) && groups.some((g) => g.startsWith('store')),
+      groups.join(' | '),
+    );
+    for (const operation of ['listOrders', 'placeOrder', 'getOrder', 'deliverOrder', 'cancelOrder']) {
+      assert.equal(await page.locator(`#operations-store-${operation}`).count(), 1, operation);
+    }
   });
 
   test('when a key is pasted and listPets is executed at once (try-it-out is on), then the live call shows the stored pet with its int64 exact', async () => {
@@ -96,6 +112,29 @@ describe('docs page in a real browser', () => {
     await live.waitFor();
     assert.equal(((await live.textContent()) ?? '').trim().slice(0, 3), '201');
     assert.match((await operation.locator('.live-responses-table').textContent()) ?? '', /"name": "Rex"/);
+  });
+
+  test('when placeOrder is executed for an available animal, then the live call shows the placed order, and its 409 is documented with the conflict code', async () => {
+    const operation = page.locator('#operations-store-placeOrder');
+    await operation.locator('.opblock-summary').click();
+    const body = operation.locator('textarea.body-param__text');
+    assert.deepEqual(JSON.parse(await body.inputValue()), { petId: 1 }, 'the example it offers');
+    await body.fill(JSON.stringify({ petId: storeCat }));
+    await operation.getByRole('button', { name: 'Execute' }).click();
+    const live = operation.locator('.live-responses-table tbody .response-col_status').first();
+    await live.waitFor();
+    assert.equal(((await live.textContent()) ?? '').trim().slice(0, 3), '201');
+    const answer = (await operation.locator('.live-responses-table').textContent()) ?? '';
+    assert.match(answer, new RegExp(`"petId": ${storeCat}\\b`));
+    assert.match(answer, /"status": "placed"/);
+    const conflict = JSON.parse(
+      (await operation.locator('tr.response[data-code="409"] pre.example').first().textContent()) ?? '',
+    ) as { code: string; status: number };
+    assert.deepEqual([conflict.code, conflict.status], ['conflict', 409]);
+    assert.equal(
+      (await server.request('GET', `/v1/pets/${storeCat}`)).json<{ status: string }>().status,
+      'pending',
+    );
   });
 
   test('when the documented responses are read, then each error shows its own code and status', async () => {

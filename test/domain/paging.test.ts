@@ -17,7 +17,7 @@ function accepted(codec: CursorCodec, cursors: string[], status: 'sold' | undefi
   const passed: string[] = [];
   for (const cursor of cursors) {
     try {
-      codec.decode(cursor, status);
+      codec.decode(cursor, { status: status });
       passed.push(cursor);
     } catch (error) {
       assert.ok(error instanceof InvalidCursorError, `${cursor}: threw ${String(error)}`);
@@ -31,18 +31,18 @@ describe('CursorCodec', () => {
 
   test('when a cursor is made with a status filter, then it decodes to the same position and status', () => {
     const cursor = codec.encode({ afterId: 42n, status: 'sold' });
-    assert.deepEqual(codec.decode(cursor, 'sold'), { afterId: 42n, status: 'sold' });
+    assert.deepEqual(codec.decode(cursor, { status: 'sold' }), { afterId: 42n, status: 'sold' });
   });
 
   test('when a cursor is made without a status filter, then it decodes to the same position and no status', () => {
     const cursor = codec.encode({ afterId: 7n, status: undefined });
-    assert.deepEqual(codec.decode(cursor, undefined), { afterId: 7n, status: undefined });
+    assert.deepEqual(codec.decode(cursor, { status: undefined }), { afterId: 7n, status: undefined });
   });
 
   test('when a cursor holds the largest int64 id, then it decodes to exactly that id', () => {
     for (const status of ['available', 'pending', 'sold', undefined] as const) {
       const cursor = codec.encode({ afterId: INT64_MAX, status });
-      assert.deepEqual(codec.decode(cursor, status), { afterId: INT64_MAX, status });
+      assert.deepEqual(codec.decode(cursor, { status: status }), { afterId: INT64_MAX, status });
     }
   });
 
@@ -55,17 +55,17 @@ describe('CursorCodec', () => {
 
   test("when a cursor made for status 'sold' is used for 'available', then it is refused", () => {
     const cursor = codec.encode({ afterId: 42n, status: 'sold' });
-    assert.throws(() => codec.decode(cursor, 'available'), isInvalidCursor);
+    assert.throws(() => codec.decode(cursor, { status: 'available' }), isInvalidCursor);
   });
 
   test("when a cursor made for status 'sold' is used without a status, then it is refused", () => {
     const cursor = codec.encode({ afterId: 42n, status: 'sold' });
-    assert.throws(() => codec.decode(cursor, undefined), isInvalidCursor);
+    assert.throws(() => codec.decode(cursor, { status: undefined }), isInvalidCursor);
   });
 
   test("when a cursor made without a status is used for 'sold', then it is refused", () => {
     const cursor = codec.encode({ afterId: 42n, status: undefined });
-    assert.throws(() => codec.decode(cursor, 'sold'), isInvalidCursor);
+    assert.throws(() => codec.decode(cursor, { status: 'sold' }), isInvalidCursor);
   });
 
   test('when any single character of a cursor is changed, then the cursor is refused', () => {
@@ -100,7 +100,33 @@ describe('CursorCodec', () => {
   test('when a cursor was made with a different secret, then it is refused', () => {
     const foreign = new CursorCodec(Buffer.alloc(32, 8)).encode({ afterId: 42n, status: 'sold' });
     assert.notEqual(foreign, codec.encode({ afterId: 42n, status: 'sold' }));
-    assert.throws(() => codec.decode(foreign, 'sold'), isInvalidCursor);
+    assert.throws(() => codec.decode(foreign, { status: 'sold' }), isInvalidCursor);
+  });
+
+  test('when a cursor is made with a status and a petId filter, then it decodes only with both the same', () => {
+    const orders = new CursorCodec(SECRET, 'orders');
+    const cursor = orders.encode({ afterId: 42n, status: 'placed', petId: INT64_MAX });
+    assert.deepEqual(orders.decode(cursor, { status: 'placed', petId: INT64_MAX }), {
+      afterId: 42n,
+      status: 'placed',
+      petId: INT64_MAX,
+    });
+    for (const other of [
+      { status: 'placed', petId: 7n },
+      { status: 'placed', petId: undefined },
+      { status: undefined, petId: INT64_MAX },
+      { status: 'delivered', petId: INT64_MAX },
+    ]) {
+      assert.throws(() => orders.decode(cursor, other), isInvalidCursor, JSON.stringify(String(other.petId)));
+    }
+  });
+
+  test('when a cursor of one scope is used in another, then it is refused even with the same filters', () => {
+    const orders = new CursorCodec(SECRET, 'orders');
+    for (const filter of [{ status: undefined }, { status: 'sold' }]) {
+      assert.throws(() => orders.decode(codec.encode({ afterId: 1n, ...filter }), filter), isInvalidCursor);
+      assert.throws(() => codec.decode(orders.encode({ afterId: 1n, ...filter }), filter), isInvalidCursor);
+    }
   });
 
   test('when a cursor is overlong, then it is refused', () => {
@@ -112,7 +138,7 @@ describe('CursorCodec', () => {
       `${payload}${'A'.repeat(300)}.${tag}`,
       `${payload}.${tag}${'A'.repeat(300)}`,
     ]) {
-      assert.throws(() => codec.decode(overlong, 'sold'), isInvalidCursor);
+      assert.throws(() => codec.decode(overlong, { status: 'sold' }), isInvalidCursor);
     }
   });
 
@@ -133,8 +159,16 @@ describe('CursorCodec', () => {
       Buffer.from('42:sold').toString('base64url'),
       `${Buffer.from('42:sold').toString('base64url')}.${'A'.repeat(22)}`,
     ]) {
-      assert.throws(() => codec.decode(garbage, 'sold'), isInvalidCursor, JSON.stringify(garbage));
-      assert.throws(() => codec.decode(garbage, undefined), isInvalidCursor, JSON.stringify(garbage));
+      assert.throws(
+        () => codec.decode(garbage, { status: 'sold' }),
+        isInvalidCursor,
+        JSON.stringify(garbage),
+      );
+      assert.throws(
+        () => codec.decode(garbage, { status: undefined }),
+        isInvalidCursor,
+        JSON.stringify(garbage),
+      );
     }
   });
 });

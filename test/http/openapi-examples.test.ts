@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { ERROR_STATUS, type ErrorCode } from '../../src/http/schemas/error.js';
 import { sqlite } from '../support/backends.js';
+import { CONTRACT_FORMATS } from '../support/openapi-contract.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
 type Json = Record<string, unknown>;
@@ -65,7 +66,7 @@ describe('OpenAPI examples', () => {
   const operations = () => doc.paths as Operations;
 
   test('when every example in the document is checked against its schema, then each one matches', () => {
-    const ajv = new Ajv2020({ strict: false, allErrors: true, formats: { int64: true, int32: true } });
+    const ajv = new Ajv2020({ strict: false, allErrors: true, formats: CONTRACT_FORMATS });
     ajv.addSchema(doc, 'openapi');
     const all = examples(doc);
     assert.ok(all.length >= 30, `only ${all.length} examples`);
@@ -150,6 +151,35 @@ describe('OpenAPI examples', () => {
     ['listPets', 'default', 'method_not_allowed', 'DELETE', '/v1/pets', {}],
     ['createPet', 'default', 'method_not_allowed', 'DELETE', '/v1/pets', {}],
     ['getPet', 'default', 'method_not_allowed', 'DELETE', '/v1/pets/1', {}],
+    ['listOrders', '400', 'invalid_request', 'GET', '/v1/store/orders?petId=x', {}],
+    ['placeOrder', '400', 'invalid_request', 'POST', '/v1/store/orders', { body: { petId: 987654321 } }],
+    ['getOrder', '400', 'invalid_request', 'GET', '/v1/store/orders/abc', {}],
+    ['deliverOrder', '400', 'invalid_request', 'POST', '/v1/store/orders/abc/deliver', {}],
+    ['cancelOrder', '400', 'invalid_request', 'POST', '/v1/store/orders/abc/cancel', {}],
+    ['placeOrder', '401', 'unauthorized', 'POST', '/v1/store/orders', { key: null, body: { petId: 1 } }],
+    ['getOrder', '404', 'not_found', 'GET', '/v1/store/orders/999999', {}],
+    ['deliverOrder', '404', 'not_found', 'POST', '/v1/store/orders/999999/deliver', {}],
+    ['cancelOrder', '404', 'not_found', 'POST', '/v1/store/orders/999999/cancel', {}],
+    [
+      'placeOrder',
+      '413',
+      'payload_too_large',
+      'POST',
+      '/v1/store/orders',
+      { body: JSON.stringify({ petId: 1, pad: 'x'.repeat(70_000) }) },
+    ],
+    [
+      'placeOrder',
+      '415',
+      'unsupported_media_type',
+      'POST',
+      '/v1/store/orders',
+      { headers: { 'content-type': 'text/plain' }, body: '1' },
+    ],
+    ['listOrders', 'default', 'method_not_allowed', 'DELETE', '/v1/store/orders', {}],
+    ['getOrder', 'default', 'method_not_allowed', 'DELETE', '/v1/store/orders/1', {}],
+    ['deliverOrder', 'default', 'method_not_allowed', 'DELETE', '/v1/store/orders/1/deliver', {}],
+    ['cancelOrder', 'default', 'method_not_allowed', 'DELETE', '/v1/store/orders/1/cancel', {}],
   ] as const) {
     test(`when ${method} ${path.slice(0, 40)} is refused with ${code}, then the answer is the ${operationId} ${status} example`, async () => {
       const res = await server.request(method, path, options);
@@ -165,6 +195,37 @@ describe('OpenAPI examples', () => {
       });
     assert.equal((await send(1)).status, 201);
     assert.deepEqual((await send(2)).json(), documented('createPet', '422', 'idempotency_key_reused'));
+  });
+
+  test("when the Store refuses a move with 409, or a reused Idempotency-Key with 422, then each answer is its operation's example", async () => {
+    const animal = async (status: string) =>
+      (await server.request('POST', '/v1/pets', { body: { name: 'Rex', categoryId: 1, status } })).json<{
+        id: number;
+      }>().id;
+    const place = async (petId: number, headers = {}) =>
+      server.request('POST', '/v1/store/orders', { body: { petId }, headers });
+    assert.deepEqual(
+      (await place(await animal('pending'))).json(),
+      documented('placeOrder', '409', 'conflict'),
+    );
+    const cancelled = (await place(await animal('available'))).json<{ id: number }>().id;
+    await server.request('POST', `/v1/store/orders/${cancelled}/cancel`);
+    assert.deepEqual(
+      (await server.request('POST', `/v1/store/orders/${cancelled}/deliver`)).json(),
+      documented('deliverOrder', '409', 'conflict'),
+    );
+    const delivered = (await place(await animal('available'))).json<{ id: number }>().id;
+    await server.request('POST', `/v1/store/orders/${delivered}/deliver`);
+    assert.deepEqual(
+      (await server.request('POST', `/v1/store/orders/${delivered}/cancel`)).json(),
+      documented('cancelOrder', '409', 'conflict'),
+    );
+    const key = { 'Idempotency-Key': 'order-example-test' };
+    assert.equal((await place(await animal('available'), key)).status, 201);
+    assert.deepEqual(
+      (await place(await animal('available'), key)).json(),
+      documented('placeOrder', '422', 'idempotency_key_reused'),
+    );
   });
 
   test('when getPet is asked past its sunset, then the answer is the getPet 410 example', async (t) => {

@@ -22,6 +22,8 @@ interface Response {
 
 interface Operation {
   operationId: string;
+  tags?: string[];
+  requestBody?: Json;
   deprecated?: boolean;
   security?: unknown[];
   parameters?: Parameter[];
@@ -78,6 +80,9 @@ function resolvePointer(doc: Json, ref: string): unknown {
   return node;
 }
 
+const PET_OPERATIONS = ['listPets', 'createPet', 'getPet'];
+const STORE_OPERATIONS = ['listOrders', 'placeOrder', 'getOrder', 'deliverOrder', 'cancelOrder'];
+
 const statusCodes = (op: Operation) =>
   Object.keys(op.responses)
     .filter((key) => key !== 'default')
@@ -121,7 +126,7 @@ for (const backend of backends) {
       assert.equal(bearer.length, 1);
       const [name] = bearer[0] as [string, Json];
       assert.deepEqual(doc.security, [{ [name]: [] }]);
-      for (const id of ['listPets', 'createPet', 'getPet']) {
+      for (const id of [...PET_OPERATIONS, ...STORE_OPERATIONS]) {
         const { operation: op } = operation(doc, id);
         // No override: the global bearer requirement applies.
         assert.equal(op.security, undefined, `${id} keeps the global security`);
@@ -169,6 +174,26 @@ for (const backend of backends) {
       ['listPets', 'get', '/pets', ['200', '400', '401', '429', '503']],
       ['createPet', 'post', '/pets', ['201', '400', '401', '413', '415', '422', '429', '503']],
       ['getPet', 'get', '/pets/{petId}', ['200', '400', '401', '404', '410', '429', '503']],
+      ['listOrders', 'get', '/store/orders', ['200', '400', '401', '429', '503']],
+      [
+        'placeOrder',
+        'post',
+        '/store/orders',
+        ['201', '400', '401', '409', '413', '415', '422', '429', '503'],
+      ],
+      ['getOrder', 'get', '/store/orders/{orderId}', ['200', '400', '401', '404', '429', '503']],
+      [
+        'deliverOrder',
+        'post',
+        '/store/orders/{orderId}/deliver',
+        ['200', '400', '401', '404', '409', '429', '503'],
+      ],
+      [
+        'cancelOrder',
+        'post',
+        '/store/orders/{orderId}/cancel',
+        ['200', '400', '401', '404', '409', '429', '503'],
+      ],
     ] as const) {
       test(`when ${id} is read, then it is ${method.toUpperCase()} ${path} with status codes ${codes.join(', ')}`, () => {
         const found = operation(doc, id);
@@ -196,7 +221,7 @@ for (const backend of backends) {
     });
 
     test('when the limits are read, then every /v1 operation documents 429 with Retry-After and the RateLimit fields, and 503 with Retry-After', () => {
-      for (const id of ['listPets', 'createPet', 'getPet']) {
+      for (const id of [...PET_OPERATIONS, ...STORE_OPERATIONS]) {
         const { responses } = operation(doc, id).operation;
         assert.deepEqual(
           Object.keys(responses['429']?.headers ?? {}).sort(),
@@ -264,6 +289,80 @@ for (const backend of backends) {
       assert.equal(petId.schema.type, 'integer');
       assert.equal(petId.schema.format, 'int64');
       assert.equal(petId.schema.minimum, 1);
+    });
+
+    test('when the tags are read, then the Store operations are tagged store, the animal operations pets, and both tags are described', () => {
+      const tags = doc.tags as { name: string; description?: string }[];
+      for (const name of ['pets', 'store']) {
+        assert.ok(tags.find((tag) => tag.name === name)?.description, `tag ${name} is described`);
+      }
+      for (const id of PET_OPERATIONS) assert.deepEqual(operation(doc, id).operation.tags, ['pets']);
+      for (const id of STORE_OPERATIONS) assert.deepEqual(operation(doc, id).operation.tags, ['store']);
+    });
+
+    test('when the Order and OrderStatus schemas are read, then all four fields are required, nothing else is allowed, ids are int64 and placedAt a date-time', () => {
+      const schemas = (doc.components as Json).schemas as Record<string, Json>;
+      const order = schemas.Order as {
+        required: string[];
+        properties: Record<string, Json>;
+        additionalProperties: boolean;
+      };
+      assert.deepEqual([...order.required].sort(), ['id', 'petId', 'placedAt', 'status']);
+      assert.deepEqual(Object.keys(order.properties).sort(), ['id', 'petId', 'placedAt', 'status']);
+      assert.equal(order.additionalProperties, false);
+      for (const field of ['id', 'petId']) {
+        assert.deepEqual(
+          [order.properties[field]?.type, order.properties[field]?.format],
+          ['integer', 'int64'],
+        );
+      }
+      assert.deepEqual(
+        [order.properties.placedAt?.type, order.properties.placedAt?.format],
+        ['string', 'date-time'],
+      );
+      assert.deepEqual(order.properties.status, { $ref: '#/components/schemas/OrderStatus' });
+      assert.deepEqual(schemas.OrderStatus?.enum, ['placed', 'delivered', 'cancelled']);
+      const newOrder = schemas.NewOrder as Json;
+      assert.deepEqual(newOrder.required, ['petId']);
+      assert.deepEqual(Object.keys(newOrder.properties as Json), ['petId']);
+      assert.equal(newOrder.additionalProperties, false);
+      const body = (id: string, code: string) =>
+        operation(doc, id).operation.responses[code]?.content?.['application/json']?.schema;
+      assert.deepEqual(body('placeOrder', '201'), { $ref: '#/components/schemas/Order' });
+      assert.deepEqual(body('getOrder', '200'), { $ref: '#/components/schemas/Order' });
+      assert.deepEqual(body('deliverOrder', '200'), { $ref: '#/components/schemas/Order' });
+      assert.deepEqual(body('cancelOrder', '200'), { $ref: '#/components/schemas/Order' });
+      assert.deepEqual((body('listOrders', '200') as Json).items, { $ref: '#/components/schemas/Order' });
+    });
+
+    test('when the Store operations are read, then placeOrder documents Idempotency-Key, Location and Idempotent-Replayed, listOrders its Link and parameters', () => {
+      const place = operation(doc, 'placeOrder').operation;
+      assert.ok(place.parameters?.find((p) => p.in === 'header' && p.name === 'idempotency-key'));
+      assert.deepEqual(Object.keys(place.responses['201']?.headers ?? {}).sort(), [
+        'Idempotent-Replayed',
+        'Location',
+      ]);
+      const list = operation(doc, 'listOrders').operation;
+      assert.ok(list.responses['200']?.headers?.Link);
+      assert.deepEqual(
+        (list.parameters ?? []).map((p) => [p.name, p.in, p.required ?? false]),
+        [
+          ['limit', 'query', false],
+          ['status', 'query', false],
+          ['petId', 'query', false],
+          ['cursor', 'query', false],
+        ],
+      );
+      for (const id of ['getOrder', 'deliverOrder', 'cancelOrder']) {
+        const orderId = operation(doc, id).operation.parameters?.find((p) => p.name === 'orderId');
+        assert.deepEqual(
+          [orderId?.in, orderId?.required, orderId?.schema.format, orderId?.schema.minimum],
+          ['path', true, 'int64', 1],
+        );
+      }
+      for (const id of ['deliverOrder', 'cancelOrder']) {
+        assert.equal(operation(doc, id).operation.requestBody, undefined, `${id} takes no body`);
+      }
     });
 
     test('when the NewPet schema is read, then name and categoryId are required and nothing else is allowed', () => {

@@ -24,6 +24,30 @@ export async function queryDatabase<T = Record<string, unknown>>(url: string, sq
   }
 }
 
+/**
+ * Writes to a test database directly, past the service (SQLite: creating the file if need be): for a
+ * database as an older version left it, or to show that the database itself refuses what the service
+ * would never send.
+ */
+export async function executeSql(url: string, sql: string): Promise<void> {
+  if (url.startsWith('sqlite:')) {
+    const db = new BetterSqlite3(url.slice('sqlite:'.length));
+    try {
+      db.exec(sql);
+    } finally {
+      db.close();
+    }
+    return;
+  }
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
 /** The names of the tables of the service's schema, sorted. */
 export async function tableNames(url: string): Promise<string[]> {
   const rows = url.startsWith('sqlite:')

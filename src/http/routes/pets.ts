@@ -3,13 +3,15 @@ import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import { GET_PET_DEPRECATED_AT, GET_PET_SUNSET, isRetired } from '../../domain/deprecation.js';
 import { IdempotencyKeyReusedError } from '../../domain/errors.js';
-import { DEFAULT_PAGE_SIZE, type PetCatalog } from '../../domain/pet-catalog.js';
+import { DEFAULT_PAGE_SIZE } from '../../domain/paging.js';
+import type { PetCatalog } from '../../domain/pet-catalog.js';
 import { ContentEncodingHeader } from '../content-coding.js';
 import { ApiError } from '../errors.js';
 import { IdempotencyKeyHeaders, idempotencyKeyOf } from '../idempotency.js';
 import { type Links, linkHeader } from '../links.js';
-import { ListPetsQuery, NewPet, Pet, PetIdParams, Pets, ref } from '../schemas/pet.js';
-import { errorResponse, response } from '../schemas/responses.js';
+import { ref } from '../schemas/common.js';
+import { ListPetsQuery, NewPet, Pet, PetIdParams, Pets } from '../schemas/pet.js';
+import { BODY_ERRORS, errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
 
 export interface PetRoutesOptions {
   catalog: PetCatalog;
@@ -20,15 +22,6 @@ export interface PetRoutesOptions {
 // Each error response is documented with a message the service really sends for it
 // (test/http/openapi-examples.test.ts provokes them and compares). The answers every /v1 operation
 // shares (401, 429, 503) are documented by the plugins whose hooks give them.
-/** `allowed`: the methods of the path, as a 405 lists them. */
-const otherErrors = (allowed: string) =>
-  errorResponse('Any other error', {
-    method_not_allowed: `DELETE is not allowed here; use ${allowed}`,
-    expectation_failed: 'the only expectation this service meets is Expect: 100-continue',
-    request_header_fields_too_large: 'the request head (line and headers) is larger than 16 KiB',
-    internal_error: 'an unexpected error occurred',
-  });
-const invalid = (what: string, example: string) => errorResponse(what, { invalid_request: example });
 
 // RFC 9745 (Deprecation, a structured-field date) and RFC 8594 (Sunset, an HTTP-date).
 const DEPRECATION = `@${Math.floor(GET_PET_DEPRECATED_AT.getTime() / 1000)}`;
@@ -105,20 +98,7 @@ const routes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (app, { catalo
             idempotency_key_reused: new IdempotencyKeyReusedError().message,
           }),
           default: otherErrors('GET, HEAD, POST'),
-          413: errorResponse('Body larger than the configured limit (64 KiB by default), once decoded', {
-            payload_too_large: 'request body is too large',
-          }),
-          415: errorResponse(
-            'Body is not `application/json`, or its `Content-Encoding` is not gzip, deflate, br or identity, or it ' +
-              'does not decode',
-            { unsupported_media_type: 'request body must be application/json' },
-            {
-              'Accept-Encoding': Type.String({
-                description:
-                  '`gzip, deflate, br` when the `Content-Encoding` was refused (RFC 9110 §12.5.3).',
-              }),
-            },
-          ),
+          ...BODY_ERRORS,
         },
       },
     },

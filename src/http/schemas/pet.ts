@@ -1,20 +1,12 @@
-import { type Static, type TSchema, Type } from 'typebox';
+import { type Static, Type } from 'typebox';
 import { PET_STATUSES, type Pet as PetModel, type PetStatus as PetStatusValue } from '../../domain/pet.js';
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../../domain/pet-catalog.js';
 import { PATTERN_MESSAGE } from '../validation.js';
+import { Cursor, Int64, Limit, ref } from './common.js';
 
 /**
  * The pets resource as the contract states it. These schemas validate requests, type the handlers,
  * drive serialisation and are the OpenAPI document's components: the one copy of the contract.
  */
-
-/** A shared schema, referenced by `$ref` so it appears once, by name, in the OpenAPI components. */
-export const ref = <T extends TSchema>(schema: T) =>
-  Type.Unsafe<Static<T>>({ $ref: `${(schema as { $id?: string }).$id}#` });
-
-/** int64 values are bigints in the code: the body parser and validator never round them. */
-const Int64 = (options: { description: string; minimum?: number }) =>
-  Type.Unsafe<bigint>({ type: 'integer', format: 'int64', ...options });
 
 // Examples, as the OpenAPI document and a docs page show them; a test checks each against its schema.
 const REX = { id: 1, name: 'Rex', categoryId: 1, status: 'available' };
@@ -73,28 +65,14 @@ export const Pets = Type.Array(ref(Pet), {
 
 export const ListPetsQuery = Type.Object(
   {
-    limit: Type.Optional(
-      Type.Integer({
-        minimum: 1,
-        maximum: MAX_PAGE_SIZE,
-        default: DEFAULT_PAGE_SIZE,
-        description: 'Maximum number of animals to return.',
-      }),
-    ),
+    limit: Type.Optional(Limit('animals')),
     status: Type.Optional(
       Type.Unsafe<Static<typeof PetStatus>>({
         ...ref(PetStatus),
         description: 'Only animals with this status.',
       }),
     ),
-    cursor: Type.Optional(
-      Type.String({
-        minLength: 1,
-        maxLength: 256,
-        description:
-          'Opaque position from a previous page\'s `Link: rel="next"`; follow that link rather than building it.',
-      }),
-    ),
+    cursor: Type.Optional(Cursor()),
   },
   // Like unknown body properties, an unknown parameter (a typo: `stauts`, `LIMIT`) is refused, not ignored.
   { additionalProperties: false },

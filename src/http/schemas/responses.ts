@@ -46,6 +46,38 @@ export function errorResponse(
 }
 
 /**
+ * The `default` response of a /v1 operation: the errors any of them may answer that no status of its
+ * own lists. `allowed`: the methods of the operation's path, as a 405 lists them.
+ */
+export const otherErrors = (allowed: string) =>
+  errorResponse('Any other error', {
+    method_not_allowed: `DELETE is not allowed here; use ${allowed}`,
+    expectation_failed: 'the only expectation this service meets is Expect: 100-continue',
+    request_header_fields_too_large: 'the request head (line and headers) is larger than 16 KiB',
+    internal_error: 'an unexpected error occurred',
+  });
+
+/** A 400, documented with one message the service really sends. */
+export const invalid = (what: string, example: string) => errorResponse(what, { invalid_request: example });
+
+/** The refusals of a request body as such, whatever the operation: too large, or not JSON once decoded. */
+export const BODY_ERRORS = {
+  413: errorResponse('Body larger than the configured limit (64 KiB by default), once decoded', {
+    payload_too_large: 'request body is too large',
+  }),
+  415: errorResponse(
+    'Body is not `application/json`, or its `Content-Encoding` is not gzip, deflate, br or identity, or it ' +
+      'does not decode',
+    { unsupported_media_type: 'request body must be application/json' },
+    {
+      'Accept-Encoding': Type.String({
+        description: '`gzip, deflate, br` when the `Content-Encoding` was refused (RFC 9110 §12.5.3).',
+      }),
+    },
+  ),
+};
+
+/**
  * Documents a shared answer (401, 429, 503) on every route added after this in the same context, from
  * the plugin whose hook gives that answer. Integer-like keys keep ascending order in a JavaScript
  * object, so the merged responses stay in status order with `default` last.

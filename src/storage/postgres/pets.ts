@@ -10,7 +10,7 @@ import type {
 import { CreateBatcher } from '../create-batcher.js';
 import { type PetRow, toPet } from '../pet-row.js';
 import { countRows } from './count.js';
-import type { PostgresIdempotencyStore } from './idempotency.js';
+import type { PostgresIdempotencyKeys } from './idempotency.js';
 import { inTransaction } from './transaction.js';
 
 const PET_COLUMNS = 'id, name, category_id, status';
@@ -79,11 +79,12 @@ const byClaim = (a: PetCreation, b: PetCreation): number => {
 /** Pets on PostgreSQL. int8 columns are parsed to bigint by the pool (postgres-storage.ts). */
 export class PostgresPetStore implements PetStore {
   readonly #pool: pg.Pool;
-  readonly #idempotency: PostgresIdempotencyStore;
+  /** createPet's Idempotency-Key records. */
+  readonly #idempotency: PostgresIdempotencyKeys;
   // One batch in flight at a time; creates arriving meanwhile go together in the next one.
   readonly #creates = new CreateBatcher<PetCreation, CreatedPet>((creations) => this.#createAll(creations));
 
-  constructor(pool: pg.Pool, idempotency: PostgresIdempotencyStore) {
+  constructor(pool: pg.Pool, idempotency: PostgresIdempotencyKeys) {
     this.#pool = pool;
     this.#idempotency = idempotency;
   }
@@ -115,7 +116,11 @@ export class PostgresPetStore implements PetStore {
 
   async #createKeyed(client: pg.PoolClient, { pet, idempotency }: PetCreation): Promise<CreatedPet> {
     const claim = idempotency as NonNullable<PetCreation['idempotency']>;
-    if (!(await this.#idempotency.claim(client, claim))) return this.#idempotency.recorded(client, claim);
+    if (!(await this.#idempotency.claim(client, claim))) {
+      const { requestHash, id } = await this.#idempotency.recorded(client, claim);
+      const { rows } = await client.query<PetRow>(PET_READS.byId(id));
+      return { pet: toPet(rows[0] as PetRow), requestHash, replayed: true };
+    }
     const [created] = (await insertPets(client, [pet])) as [Pet];
     await this.#idempotency.attach(client, claim, created.id);
     return { pet: created, replayed: false, requestHash: claim.requestHash };

@@ -3,6 +3,7 @@ import { ApiKeyCache } from '../../domain/api-key-cache.js';
 import type {
   ApiKeyStore,
   IdempotencyStore,
+  OrderStore,
   PetStore,
   PoolStats,
   SchemaVersions,
@@ -13,6 +14,7 @@ import { PostgresApiKeyStore } from './api-keys.js';
 import { isPostgresUnavailable } from './errors.js';
 import { PostgresIdempotencyStore } from './idempotency.js';
 import { migrate } from './migrations.js';
+import { PostgresOrderStore } from './orders.js';
 import { PostgresPetStore } from './pets.js';
 import { PostgresSecrets } from './secrets.js';
 
@@ -75,6 +77,7 @@ export function newPool(url: string, { poolSize, timeoutMs }: PostgresOptions): 
  */
 export class PostgresStorage implements Storage {
   readonly pets: PetStore;
+  readonly orders: OrderStore;
   readonly apiKeys: ApiKeyStore;
   readonly idempotency: IdempotencyStore;
   readonly schema: SchemaVersions;
@@ -85,7 +88,11 @@ export class PostgresStorage implements Storage {
     this.#pool = pool;
     this.schema = schema;
     const idempotency = new PostgresIdempotencyStore(pool);
-    this.pets = translateUnavailable(new PostgresPetStore(pool, idempotency), isPostgresUnavailable);
+    this.pets = translateUnavailable(new PostgresPetStore(pool, idempotency.pets), isPostgresUnavailable);
+    this.orders = translateUnavailable(
+      new PostgresOrderStore(pool, idempotency.orders),
+      isPostgresUnavailable,
+    );
     // A lookup is a round trip here: a key found active is trusted for KEY_CACHE_TTL_MS.
     this.apiKeys = new ApiKeyCache(
       translateUnavailable(new PostgresApiKeyStore(pool), isPostgresUnavailable),
@@ -137,11 +144,11 @@ export class PostgresStorage implements Storage {
 
   async analyze(): Promise<void> {
     // Autovacuum would get there too, but only a minute or more after a bulk load.
-    await this.#pool.query('ANALYZE pets, api_keys');
+    await this.#pool.query('ANALYZE pets, orders, api_keys');
   }
 
   async close(): Promise<void> {
-    await this.pets.settled();
+    await Promise.all([this.pets.settled(), this.orders.settled()]);
     if (!this.#pool.ended) await this.#pool.end();
   }
 }

@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { ORDER_STATUSES } from '../../domain/order.js';
 import { PET_STATUSES } from '../../domain/pet.js';
 import type { SchemaVersions } from '../../domain/storage.js';
 import { sqlList } from '../sql.js';
@@ -46,6 +47,29 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
      id         INTEGER PRIMARY KEY CHECK (id = 1),
      checked_at INTEGER NOT NULL
    );`,
+  // The Store (DECISIONS.md): orders, placed_at in epoch milliseconds, and placeOrder's Idempotency-Key
+  // records. Pets and keys are left as they are.
+  `CREATE TABLE orders (
+     id        INTEGER PRIMARY KEY AUTOINCREMENT,
+     pet_id    INTEGER NOT NULL REFERENCES pets (id),
+     status    TEXT    NOT NULL CHECK (status IN (${sqlList(ORDER_STATUSES)})),
+     placed_at INTEGER NOT NULL
+   );
+   -- At most one placed order per animal: the database refuses a second one, whoever asks.
+   CREATE UNIQUE INDEX orders_placed_pet ON orders (pet_id) WHERE status = 'placed';
+   -- Keyset paging with a status or a petId filter walks one of these in id order.
+   CREATE INDEX orders_status_id ON orders (status, id);
+   CREATE INDEX orders_pet_id_id ON orders (pet_id, id);
+
+   CREATE TABLE order_idempotency_keys (
+     api_key_hash TEXT    NOT NULL,
+     key          TEXT    NOT NULL,
+     request_hash TEXT    NOT NULL,
+     order_id     INTEGER REFERENCES orders (id),
+     created_at   INTEGER NOT NULL,
+     PRIMARY KEY (api_key_hash, key)
+   );
+   CREATE INDEX order_idempotency_keys_created_at ON order_idempotency_keys (created_at);`,
 ];
 
 /** Brings the schema up to date; resolves to the versions before and after. */

@@ -9,7 +9,7 @@ import type {
 } from '../../domain/storage.js';
 import { CreateBatcher } from '../create-batcher.js';
 import { type PetRow, toPet } from '../pet-row.js';
-import type { SqliteIdempotencyStore } from './idempotency.js';
+import type { SqliteIdempotencyKeys } from './idempotency.js';
 
 /** A pets row as a raw statement returns it: id, name, category_id, status. */
 type PetTuple = [bigint, string, bigint, PetStatus];
@@ -19,7 +19,8 @@ type PageByStatusStatement = Database.Statement<[PetStatus, bigint], PetTuple>;
 /** Pets on SQLite. int64 columns come back as bigint (safeIntegers), never rounded to a double. */
 export class SqlitePetStore implements PetStore {
   readonly #db: Database.Database;
-  readonly #idempotency: SqliteIdempotencyStore;
+  /** createPet's Idempotency-Key records. */
+  readonly #idempotency: SqliteIdempotencyKeys;
   /** The one pet INSERT: every create, with or without an Idempotency-Key, and every seeded pet. */
   readonly #insert: Database.Statement<[string, bigint, PetStatus], { id: bigint }>;
   readonly #byId: Database.Statement<[bigint], PetRow>;
@@ -28,7 +29,7 @@ export class SqlitePetStore implements PetStore {
   readonly #createAll: Database.Transaction<(creations: readonly PetCreation[]) => CreatedPet[]>;
   readonly #creates: CreateBatcher<PetCreation, CreatedPet>;
 
-  constructor(db: Database.Database, idempotency: SqliteIdempotencyStore) {
+  constructor(db: Database.Database, idempotency: SqliteIdempotencyKeys) {
     this.#db = db;
     this.#idempotency = idempotency;
     this.#insert = db
@@ -56,7 +57,10 @@ export class SqlitePetStore implements PetStore {
   /** One create inside the batch's transaction: a later one in the batch sees what this one wrote. */
   #createOne({ pet, idempotency }: PetCreation): CreatedPet {
     if (!idempotency) return { pet: this.#insertPet(pet), replayed: false };
-    if (!this.#idempotency.claim(idempotency)) return this.#idempotency.recorded(idempotency);
+    if (!this.#idempotency.claim(idempotency)) {
+      const { requestHash, id } = this.#idempotency.recorded(idempotency);
+      return { pet: toPet(this.#byId.get(id) as PetRow), requestHash, replayed: true };
+    }
     const created = this.#insertPet(pet);
     this.#idempotency.attach(idempotency, created.id);
     return { pet: created, replayed: false, requestHash: idempotency.requestHash };

@@ -5,6 +5,7 @@ import { ApiKeyCache } from '../../domain/api-key-cache.js';
 import type {
   ApiKeyStore,
   IdempotencyStore,
+  OrderStore,
   PetStore,
   SchemaVersions,
   Storage,
@@ -15,6 +16,7 @@ import { BetterSqlite3 } from './driver.js';
 import { isSqliteUnavailable } from './errors.js';
 import { SqliteIdempotencyStore } from './idempotency.js';
 import { migrate } from './migrations.js';
+import { SqliteOrderStore } from './orders.js';
 import { SqlitePetStore } from './pets.js';
 import { SqliteSecrets } from './secrets.js';
 
@@ -32,6 +34,7 @@ const PROBE_WRITE =
 /** The embedded default: one file, no server. `:memory:` gives a throwaway database. */
 export class SqliteStorage implements Storage {
   readonly pets: PetStore;
+  readonly orders: OrderStore;
   readonly apiKeys: ApiKeyStore;
   readonly idempotency: IdempotencyStore;
   readonly schema: SchemaVersions;
@@ -52,7 +55,11 @@ export class SqliteStorage implements Storage {
     this.#db.pragma('foreign_keys = ON');
     this.schema = migrate(this.#db);
     const idempotency = new SqliteIdempotencyStore(this.#db);
-    this.pets = translateUnavailable(new SqlitePetStore(this.#db, idempotency), isSqliteUnavailable);
+    this.pets = translateUnavailable(new SqlitePetStore(this.#db, idempotency.pets), isSqliteUnavailable);
+    this.orders = translateUnavailable(
+      new SqliteOrderStore(this.#db, idempotency.orders),
+      isSqliteUnavailable,
+    );
     // A lookup is microseconds here: only refusals are remembered, so a revocation is effective at once.
     this.apiKeys = new ApiKeyCache(
       translateUnavailable(new SqliteApiKeyStore(this.#db), isSqliteUnavailable),
@@ -87,7 +94,7 @@ export class SqliteStorage implements Storage {
   async analyze(): Promise<void> {}
 
   async close(): Promise<void> {
-    await this.pets.settled();
+    await Promise.all([this.pets.settled(), this.orders.settled()]);
     if (this.#db.open) this.#db.close();
   }
 }

@@ -1,0 +1,30 @@
+import { type Static, type TSchema, Type } from 'typebox';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../../domain/paging.js';
+
+/** What every resource's schemas are built from: shared references, exact integers, paging parameters. */
+
+/** A shared schema, referenced by `$ref` so it appears once, by name, in the OpenAPI components. */
+export const ref = <T extends TSchema>(schema: T) =>
+  Type.Unsafe<Static<T>>({ $ref: `${(schema as { $id?: string }).$id}#` });
+
+/** int64 values are bigints in the code: the body parser and validator never round them. */
+export const Int64 = (options: { description: string; minimum?: number }) =>
+  Type.Unsafe<bigint>({ type: 'integer', format: 'int64', ...options });
+
+/** A list's `limit`: 1 to 100, 20 by default. */
+export const Limit = (what: string) =>
+  Type.Integer({
+    minimum: 1,
+    maximum: MAX_PAGE_SIZE,
+    default: DEFAULT_PAGE_SIZE,
+    description: `Maximum number of ${what} to return.`,
+  });
+
+/** A list's `cursor`: opaque, from a previous page's `next` link. */
+export const Cursor = () =>
+  Type.String({
+    minLength: 1,
+    maxLength: 256,
+    description:
+      'Opaque position from a previous page\'s `Link: rel="next"`; follow that link rather than building it.',
+  });
