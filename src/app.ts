@@ -32,6 +32,7 @@ import { healthRoutes } from './http/routes/health.js';
 import { orderRoutes } from './http/routes/orders.js';
 import { petRoutes } from './http/routes/pets.js';
 import { routeFallbacks } from './http/routing.js';
+import { scopes } from './http/scopes.js';
 import { ErrorBody } from './http/schemas/error.js';
 import { ORDER_SCHEMAS } from './http/schemas/order.js';
 import { PET_SCHEMAS } from './http/schemas/pet.js';
@@ -110,6 +111,8 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
         verifier,
         failures: config.authFailures ? new AuthFailureLimiter(config.authFailures) : undefined,
       });
+      // Right after knowing the caller, before anything is validated or counted: 403 without the scope.
+      await v1.register(scopes);
       await v1.register(rateLimit, { buckets, policy: config.rateLimit, metrics });
       await v1.register(petRoutes, { catalog, links, now });
       await v1.register(orderRoutes, { orders, links });
