@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { isApiKeyScope } from '../../domain/api-keys.js';
+import { type ApiKeyScope, isApiKeyScope } from '../../domain/api-keys.js';
 import type { ApiKeyRecord, ApiKeyStore, ApiKeyUse } from '../../domain/storage.js';
 
 interface ApiKeyRow {
@@ -17,12 +17,26 @@ interface ApiKeyRow {
 
 const instant = (text: string | null) => (text === null ? undefined : new Date(text));
 
+/**
+ * Scope lists as stored, parsed once each: a key is read on every request here (found keys are not
+ * cached on SQLite), and there are at most 16 different lists. Each record gets its own copy.
+ */
+const parsedScopes = new Map<string, readonly ApiKeyScope[]>();
+function scopesOf(text: string): ApiKeyScope[] {
+  let scopes = parsedScopes.get(text);
+  if (scopes === undefined) {
+    scopes = text.split(' ').filter(isApiKeyScope);
+    if (parsedScopes.size < 64) parsedScopes.set(text, scopes);
+  }
+  return [...scopes];
+}
+
 const toApiKey = (row: ApiKeyRow): ApiKeyRecord => ({
   id: row.id,
   name: row.name,
   hash: row.hash,
   hint: row.hint,
-  scopes: row.scopes.split(' ').filter(isApiKeyScope),
+  scopes: scopesOf(row.scopes),
   createdAt: new Date(row.created_at),
   expiresAt: instant(row.expires_at),
   revokedAt: instant(row.revoked_at),
