@@ -1,6 +1,8 @@
 /**
  * The benchmark: `npm run bench [-- --quick] [--workers N] [--backends sqlite,postgres] [--sizes 10000,1000000]
- * [--seconds 10] [--connections 32] [--scenarios list,get,…] [--log-level info] [--env NAME=VALUE …]`;
+ * [--seconds 10] [--connections 32] [--scenarios list,get,…] [--log-level info] [--env NAME=VALUE …]
+ * [--stored-key]`; `--stored-key` sends a key made with `petstore keys create` (looked up, its expiry
+ * checked and its use noted for `keys list`) instead of one from PETSTORE_API_KEYS (answered in memory);
  * `npm run bench -- --render bench/results/<run>.json` rewrites docs/benchmarks.md from a saved run.
  *
  * Each target is its own process: the reference (bench/reference-server.ts, bare node:http with fixed
@@ -43,6 +45,8 @@ const { values: args } = parseArgs({
     scenarios: { type: 'string', default: SCENARIOS.join(',') },
     'log-level': { type: 'string' },
     env: { type: 'string', multiple: true, default: [] },
+    /** Load with a stored key (keys create) rather than a configured one (PETSTORE_API_KEYS). */
+    'stored-key': { type: 'boolean', default: false },
     /** Re-renders docs/benchmarks.md from a saved results file instead of measuring. */
     render: { type: 'string' },
     'postgres-url': {
@@ -106,6 +110,8 @@ function runToEnd(command: string, argv: string[], env: NodeJS.ProcessEnv): stri
 
 interface Target {
   name: string;
+  /** The key the load sends. */
+  key: string;
   backend: Row['backend'];
   size: number;
   url: string;
@@ -203,6 +209,9 @@ async function startService(
 ): Promise<Target> {
   log(`${backend}: seeding ${size} pets through the bulk path (petstore seed)`);
   runToEnd(process.execPath, [CLI, 'seed', '--count', String(size)], serviceEnv(database.url));
+  const key = args['stored-key']
+    ? runToEnd(process.execPath, [CLI, 'keys', 'create', '--name', 'bench'], serviceEnv(database.url)).trim()
+    : KEY;
   // Logs are produced (their cost is part of the measurement) but not read.
   const port = await freePort();
   const service = await startServe(definedOnly(serviceEnv(database.url, { PORT: String(port) })), {
@@ -215,6 +224,7 @@ async function startService(
   const name = `${backend}${workers > 1 ? ` ×${workers} workers` : ''}`;
   return {
     name,
+    key,
     backend,
     size,
     url,
@@ -231,7 +241,7 @@ async function load(
 ): Promise<Result & { peakRss: number; cpuMicros: number }> {
   const spec: LoadSpec = {
     url: target.url,
-    key: KEY,
+    key: target.key,
     connections,
     seconds: duration,
     mix: trafficFor(scenario, target.dataset),
@@ -317,6 +327,7 @@ async function main(): Promise<void> {
           await waitUntilUp(baseline.url, baseline.child);
           targets.push({
             name,
+            key: KEY,
             backend,
             size,
             url: baseline.url,

@@ -2,6 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { SchemaObject } from 'ajv';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Config } from './config/config.js';
+import { ApiKeyLastUse, LAST_USE_FLUSH_MS } from './domain/api-key-last-use.js';
 import { ApiKeyVerifier } from './domain/api-keys.js';
 import { pruneIdempotencyKeys } from './domain/idempotency.js';
 import { CursorCodec } from './domain/paging.js';
@@ -35,6 +36,7 @@ import { routeFallbacks } from './http/routing.js';
 import { ErrorBody } from './http/schemas/error.js';
 import { ORDER_SCHEMAS } from './http/schemas/order.js';
 import { PET_SCHEMAS } from './http/schemas/pet.js';
+import { scopes } from './http/scopes.js';
 import { StorageOutage } from './http/storage-outage.js';
 import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
@@ -42,7 +44,7 @@ import { MemoryBuckets } from './rate-limit/memory-buckets.js';
 export interface AppOptions {
   config: Config;
   storage: Storage;
-  /** The clock; tests set it to stand on either side of getPet's sunset. */
+  /** The clock; tests set it to stand on either side of getPet's sunset, or of a key's expiry. */
   now?: () => Date;
   /** A pino logger configuration or instance; defaults to JSON lines on stdout at config.logLevel. */
   logger?: FastifyServerOptions['logger'] | FastifyServerOptions['loggerInstance'];
@@ -96,7 +98,11 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
   const cursorSecret = await store.sharedSecret('cursor');
   const catalog = new PetCatalog(store.pets, new CursorCodec(cursorSecret), now);
   const orders = new StoreOrders(store.orders, new CursorCodec(cursorSecret, 'orders'), now);
-  const verifier = new ApiKeyVerifier(store.apiKeys, config.apiKeys);
+  const lastUse = new ApiKeyLastUse(store.apiKeys);
+  recordLastUseInBackground(app, lastUse);
+  const verifier = new ApiKeyVerifier(store.apiKeys, config.apiKeys, now, (hash, at) =>
+    lastUse.used(hash, at),
+  );
   pruneExpiredIdempotencyKeys(app, () => pruneIdempotencyKeys(store.idempotency, now()));
   const buckets = await openTokenBuckets(config, app);
 
@@ -110,6 +116,8 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
         verifier,
         failures: config.authFailures ? new AuthFailureLimiter(config.authFailures) : undefined,
       });
+      // Right after knowing the caller, before anything is validated or counted: 403 without the scope.
+      await v1.register(scopes);
       await v1.register(rateLimit, { buckets, policy: config.rateLimit, metrics });
       await v1.register(petRoutes, { catalog, links, now });
       await v1.register(orderRoutes, { orders, links });
@@ -160,6 +168,23 @@ function pruneExpiredIdempotencyKeys(app: FastifyInstance, prune: () => Promise<
   }, PRUNE_INTERVAL_MS);
   timer.unref();
   app.addHook('onClose', async () => clearInterval(timer));
+}
+
+/**
+ * Writes keys' last use every LAST_USE_FLUSH_MS, off the request path, and once more on close (before
+ * the storage is closed: server.ts closes the app first), so a clean stop loses none.
+ */
+function recordLastUseInBackground(app: FastifyInstance, lastUse: ApiKeyLastUse): void {
+  const flush = () =>
+    lastUse
+      .flush()
+      .catch((error: unknown) => app.log.warn({ err: error }, 'recording the last use of keys failed'));
+  const timer = setInterval(flush, LAST_USE_FLUSH_MS);
+  timer.unref();
+  app.addHook('onClose', async () => {
+    clearInterval(timer);
+    await flush();
+  });
 }
 
 // Longer than common load balancers' idle timeout (60 s), so they, not we, close idle connections.

@@ -28,7 +28,10 @@ export type NewOrder = components['schemas']['NewOrder'];
 export type OrderStatus = components['schemas']['OrderStatus'];
 export type ListOrdersQuery = NonNullable<operations['listOrders']['parameters']['query']>;
 
-/** An answer other than the one asked for: the service's Error body, with the HTTP status. */
+/**
+ * An answer other than the one asked for: the service's Error body, with the HTTP status. A key that
+ * lacks the scope an operation needs gets `code: 'forbidden'` (403), its message naming the scope.
+ */
 export class PetstoreError extends Error {
   override readonly name = 'PetstoreError';
   readonly code: ErrorBody['code'];

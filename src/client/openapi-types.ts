@@ -79,12 +79,16 @@ export interface paths {
         /**
          * List animals
          * @description Animals in ascending `id` order, at most `limit` of them. While more may exist the response carries `Link: <…>; rel="next"` (RFC 8288): follow it to walk every animal exactly once, even while others are being added. The last page has no such link. The body is a bare array.
+         *
+         *     Needs an API key with the scope `pets:read`; without it, `403 forbidden`.
          */
         get: operations["listPets"];
         put?: never;
         /**
          * Add an animal
          * @description Stores a new animal and returns it with its assigned `id`. A `201` means it is durably stored. JSON types are strict (nothing is coerced), integers must be integer literals, and any property not in NewPet is refused.
+         *
+         *     Needs an API key with the scope `pets:write`; without it, `403 forbidden`.
          */
         post: operations["createPet"];
         delete?: never;
@@ -104,6 +108,8 @@ export interface paths {
          * Fetch one animal (deprecated)
          * @deprecated
          * @description Deprecated: use GET /v1/pets with the `status` filter. Removed on Thu, 05 Dec 2030 00:00:00 GMT: from that instant it answers `410 gone`. Every response carries `Deprecation`, `Sunset` and a `rel="deprecation"` `Link`.
+         *
+         *     Needs an API key with the scope `pets:read`; without it, `403 forbidden`.
          */
         get: operations["getPet"];
         put?: never;
@@ -124,12 +130,16 @@ export interface paths {
         /**
          * List orders
          * @description Orders in ascending `id` order, at most `limit` of them, optionally only those with a `status` or for one animal (`petId`). Paged exactly as listPets: while more may exist the response carries `Link: <…>; rel="next"`; the cursor in it is good only with the same filters. The body is a bare array.
+         *
+         *     Needs an API key with the scope `orders:read`; without it, `403 forbidden`.
          */
         get: operations["listOrders"];
         put?: never;
         /**
          * Place an order for an animal
          * @description Orders an `available` animal: in the one transaction that stores the order (`placed`), the animal becomes `pending`. Of concurrent orders for one animal, on one node or many, exactly one is `201`; every other is `409`. An animal that does not exist is a `400` naming `petId`.
+         *
+         *     Needs an API key with the scope `orders:write`; without it, `403 forbidden`.
          */
         post: operations["placeOrder"];
         delete?: never;
@@ -145,7 +155,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Fetch one order */
+        /**
+         * Fetch one order
+         * @description Needs an API key with the scope `orders:read`; without it, `403 forbidden`.
+         */
         get: operations["getOrder"];
         put?: never;
         post?: never;
@@ -167,6 +180,8 @@ export interface paths {
         /**
          * Deliver an order
          * @description `placed` → `delivered`; its animal `pending` → `sold`, in one transaction: never one without the other. Asking again once the order is `delivered` answers `200` with it unchanged (a safe retry); any other move is `409`. No request body.
+         *
+         *     Needs an API key with the scope `orders:write`; without it, `403 forbidden`.
          */
         post: operations["deliverOrder"];
         delete?: never;
@@ -187,6 +202,8 @@ export interface paths {
         /**
          * Cancel an order
          * @description `placed` → `cancelled`; its animal `pending` → `available`, in one transaction: never one without the other. Asking again once the order is `cancelled` answers `200` with it unchanged (a safe retry); any other move is `409`. No request body.
+         *
+         *     Needs an API key with the scope `orders:write`; without it, `403 forbidden`.
          */
         post: operations["cancelOrder"];
         delete?: never;
@@ -205,7 +222,7 @@ export interface components {
              * @description Machine-readable error code; the list is closed and stable within v1.
              * @enum {string}
              */
-            code: "invalid_request" | "unauthorized" | "not_found" | "method_not_allowed" | "request_timeout" | "conflict" | "gone" | "payload_too_large" | "unsupported_media_type" | "expectation_failed" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "unavailable";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "request_timeout" | "conflict" | "gone" | "payload_too_large" | "unsupported_media_type" | "expectation_failed" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "unavailable";
             /** @description Human-readable description; for a 400 it names every offending field. */
             message: string;
             /** @description The HTTP status code, repeated. */
@@ -532,7 +549,7 @@ export interface operations {
             /** @description Missing or invalid API key (code: `unauthorized`) */
             401: {
                 headers: {
-                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent. */
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
                     "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
@@ -542,6 +559,24 @@ export interface operations {
                      *       "code": "unauthorized",
                      *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
                      *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `pets:read` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="pets:read" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope pets:read, which this operation needs",
+                     *       "status": 403
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -648,7 +683,7 @@ export interface operations {
             /** @description Missing or invalid API key (code: `unauthorized`) */
             401: {
                 headers: {
-                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent. */
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
                     "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
@@ -658,6 +693,24 @@ export interface operations {
                      *       "code": "unauthorized",
                      *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
                      *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `pets:write` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="pets:write" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope pets:write, which this operation needs",
+                     *       "status": 403
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -810,7 +863,7 @@ export interface operations {
             /** @description Missing or invalid API key (code: `unauthorized`) */
             401: {
                 headers: {
-                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent. */
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
                     "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
@@ -820,6 +873,24 @@ export interface operations {
                      *       "code": "unauthorized",
                      *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
                      *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `pets:read` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="pets:read" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope pets:read, which this operation needs",
+                     *       "status": 403
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -983,7 +1054,7 @@ export interface operations {
             /** @description Missing or invalid API key (code: `unauthorized`) */
             401: {
                 headers: {
-                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent. */
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
                     "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
@@ -993,6 +1064,24 @@ export interface operations {
                      *       "code": "unauthorized",
                      *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
                      *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `orders:read` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="orders:read" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope orders:read, which this operation needs",
+                     *       "status": 403
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -1099,7 +1188,7 @@ export interface operations {
             /** @description Missing or invalid API key (code: `unauthorized`) */
             401: {
                 headers: {
-                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent. */
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
                     "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
@@ -1109,6 +1198,24 @@ export interface operations {
                      *       "code": "unauthorized",
                      *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
                      *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `orders:write` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="orders:write" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope orders:write, which this operation needs",
+                     *       "status": 403
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -1271,7 +1378,7 @@ export interface operations {
             /** @description Missing or invalid API key (code: `unauthorized`) */
             401: {
                 headers: {
-                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent. */
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
                     "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
@@ -1281,6 +1388,24 @@ export interface operations {
                      *       "code": "unauthorized",
                      *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
                      *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `orders:read` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="orders:read" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope orders:read, which this operation needs",
+                     *       "status": 403
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -1393,7 +1518,7 @@ export interface operations {
             /** @description Missing or invalid API key (code: `unauthorized`) */
             401: {
                 headers: {
-                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent. */
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
                     "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
@@ -1403,6 +1528,24 @@ export interface operations {
                      *       "code": "unauthorized",
                      *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
                      *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `orders:write` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="orders:write" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope orders:write, which this operation needs",
+                     *       "status": 403
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -1531,7 +1674,7 @@ export interface operations {
             /** @description Missing or invalid API key (code: `unauthorized`) */
             401: {
                 headers: {
-                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent. */
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
                     "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
@@ -1541,6 +1684,24 @@ export interface operations {
                      *       "code": "unauthorized",
                      *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
                      *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `orders:write` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="orders:write" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope orders:write, which this operation needs",
+                     *       "status": 403
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];

@@ -1,11 +1,12 @@
-import type { ApiKeyRecord, ApiKeyStore } from './storage.js';
+import type { ApiKeyRecord, ApiKeyStore, ApiKeyUse } from './storage.js';
 
 /**
  * How long a key lookup's answer is trusted without asking the database again. Every request looks its
  * key up: a lookup per request doubled the round trips of a `get` on PostgreSQL, and a flood of requests
  * with one bad key cost a query each (a valid client's throughput fell from 731 to 68 requests/s).
  * DECISIONS.md allows a revocation to take "seconds" to reach every node: a revoked key is refused, and
- * a newly created one accepted, everywhere within this bound.
+ * a newly created one accepted, everywhere within this bound. Expiry needs no bound of its own: the
+ * remembered record carries its expiry, which ApiKeyVerifier compares with its clock on every request.
  */
 export const KEY_CACHE_TTL_MS = 2_000;
 /** Beyond this many remembered lookups the cache starts over: memory stays bounded whatever callers send. */
@@ -63,6 +64,10 @@ export class ApiKeyCache implements ApiKeyStore {
   importBatch(keys: readonly ApiKeyRecord[]): Promise<number> {
     this.#lookups.clear();
     return this.#store.importBatch(keys);
+  }
+
+  recordLastUse(uses: readonly ApiKeyUse[]): Promise<void> {
+    return this.#store.recordLastUse(uses);
   }
 
   list(): Promise<ApiKeyRecord[]> {

@@ -1,3 +1,4 @@
+import type { ApiKeyScope } from './api-keys.js';
 import type { Order, OrderSettlement, OrderStatus } from './order.js';
 import type { Pet, PetStatus } from './pet.js';
 
@@ -176,20 +177,39 @@ export interface ApiKeyRecord {
   hash: string;
   /** The secret's last four characters, to tell keys apart in a listing. */
   hint: string;
+  /** What the key may do; keys stored before scopes existed have all four. */
+  scopes: ApiKeyScope[];
   createdAt: Date;
+  /** From this instant on the key is refused like an unknown one; undefined: it does not expire. */
+  expiresAt: Date | undefined;
   revokedAt: Date | undefined;
+  /** When the key was last used, to the minute or so (ApiKeyLastUse); undefined: never. */
+  lastUsedAt: Date | undefined;
+}
+
+/** A key, by hash, was used at `at`. */
+export interface ApiKeyUse {
+  hash: string;
+  at: Date;
 }
 
 export interface ApiKeyStore {
   insert(key: ApiKeyRecord): Promise<void>;
+  /** The key with this hash unless it is revoked; whether it has expired is the caller's to judge, by its clock. */
   findActiveByHash(hash: string): Promise<ApiKeyRecord | undefined>;
+  /**
+   * Records when keys were last used, in one statement. A use earlier than the one recorded (another
+   * node's, later) leaves it as it is. Keys that do not exist are passed over.
+   */
+  recordLastUse(uses: readonly ApiKeyUse[]): Promise<void>;
   list(): Promise<ApiKeyRecord[]>;
   /** Resolves to false when no active key has this id. */
   revoke(id: string, at: Date): Promise<boolean>;
   count(): Promise<number>;
   /**
-   * Stores keys copied from another database, hashes kept, in one transaction. A key whose id exists
-   * only takes on a revocation: a re-run carries a revocation over, and never brings a revoked key back.
+   * Stores keys copied from another database, hashes, scopes and expiry kept, in one transaction. A key
+   * whose id exists only takes on a revocation: a re-run carries a revocation over, and never brings a
+   * revoked key back.
    * Resolves to the number of keys inserted or revoked.
    */
   importBatch(keys: readonly ApiKeyRecord[]): Promise<number>;

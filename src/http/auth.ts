@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
-import type { ApiKeyVerifier } from '../domain/api-keys.js';
+import type { ApiKeyScope, ApiKeyVerifier, Caller } from '../domain/api-keys.js';
 import type { AuthFailureLimiter } from './auth-failures.js';
 import { ApiError } from './errors.js';
 import { isRepeated } from './request-head.js';
@@ -11,6 +11,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** SHA-256 of the caller's API key, set once authenticated; never the key itself. */
     apiKeyHash: string;
+    /** What the caller's key may do, set once authenticated (scopes.ts checks it). */
+    apiKeyScopes: readonly ApiKeyScope[];
   }
 }
 
@@ -43,7 +45,8 @@ const unauthorizedAnswer = errorResponse(
   { unauthorized: 'an API key is required: send "Authorization: Bearer <key>"' },
   {
     'WWW-Authenticate': Type.String({
-      description: 'Bearer realm="animal-store", with error="invalid_token" when a key was sent.',
+      description:
+        'Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key).',
     }),
   },
 );
@@ -64,6 +67,7 @@ export const authentication = fp(
   async (app: FastifyInstance, { verifier, failures }: AuthenticationOptions) => {
     documentOnEveryRoute(app, { 401: unauthorizedAnswer });
     app.decorateRequest('apiKeyHash', '');
+    app.decorateRequest('apiKeyScopes', null as unknown as readonly ApiKeyScope[]);
     app.addHook('onRequest', (request, _reply, done) => {
       // request.ip runs proxy-addr over X-Forwarded-For behind TRUSTED_PROXIES: worked out once, if needed.
       const address = failures ? request.ip : '';
@@ -80,9 +84,10 @@ export const authentication = fp(
       if (isRepeated(request.raw.rawHeaders, 'authorization')) return refuse(true);
       const match = BEARER.exec(header);
       if (!match) return refuse(BEARER_SCHEME.test(header));
-      const admit = (apiKeyHash: string | undefined) => {
-        if (apiKeyHash === undefined) return refuse(true);
-        request.apiKeyHash = apiKeyHash;
+      const admit = (caller: Caller | undefined) => {
+        if (caller === undefined) return refuse(true);
+        request.apiKeyHash = caller.apiKeyHash;
+        request.apiKeyScopes = caller.scopes;
         done();
       };
       // A callback hook, and a promise only when the key must be looked up: see authenticate.

@@ -252,4 +252,6 @@ const sameKey = (a: ApiKeyRecord, b: ApiKeyRecord) =>
   a.hash === b.hash &&
   a.hint === b.hint &&
   a.createdAt.getTime() === b.createdAt.getTime() &&
+  a.scopes.join(' ') === b.scopes.join(' ') &&
+  a.expiresAt?.getTime() === b.expiresAt?.getTime() &&
   (a.revokedAt === undefined || b.revokedAt !== undefined);

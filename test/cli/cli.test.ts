@@ -53,8 +53,12 @@ interface ListedKey {
   id: string;
   name: string;
   key: string;
+  scopes: string[];
   createdAt: string;
+  expiresAt: string | null;
+  lastUsedAt: string | null;
   revokedAt: string | null;
+  status: 'active' | 'expired' | 'revoked';
 }
 
 after(() => killAllCliProcesses());
@@ -324,8 +328,13 @@ describe('petstore keys', { concurrency: 4 }, () => {
     assert.equal(result.code, 0, result.stderr);
     const [header, row, ...rest] = result.stdout.trimEnd().split('\n');
     assert.deepEqual(rest, []);
-    assert.match(header ?? '', /^ID\s+NAME\s+KEY\s+CREATED\s+STATUS$/);
-    assert.match(row ?? '', new RegExp(`^${record.id}\\s+ci\\s+pst_…${secret.slice(-4)}\\s+.+\\s+active$`));
+    assert.match(header ?? '', /^ID\s+NAME\s+KEY\s+SCOPES\s+CREATED\s+EXPIRES\s+LAST USED\s+STATUS$/);
+    assert.match(
+      row ?? '',
+      new RegExp(
+        `^${record.id}\\s+ci\\s+pst_…${secret.slice(-4)}\\s+all\\s+\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}Z\\s+never\\s+never\\s+active$`,
+      ),
+    );
     assert.equal(result.stdout.includes(secret), false);
     assert.equal(result.stdout.includes(secret.slice(4, -4)), false);
     assert.equal(result.stdout.includes(createHash('sha256').update(secret).digest('hex')), false);
@@ -346,7 +355,19 @@ describe('petstore keys', { concurrency: 4 }, () => {
     ] as const) {
       const key = byName.get(name);
       assert.ok(key, `${name} is not listed`);
-      assert.deepEqual(Object.keys(key).sort(), ['createdAt', 'id', 'key', 'name', 'revokedAt']);
+      assert.deepEqual(Object.keys(key).sort(), [
+        'createdAt',
+        'expiresAt',
+        'id',
+        'key',
+        'lastUsedAt',
+        'name',
+        'revokedAt',
+        'scopes',
+        'status',
+      ]);
+      assert.deepEqual(key.scopes, ['pets:read', 'pets:write', 'orders:read', 'orders:write']);
+      assert.deepEqual([key.expiresAt, key.lastUsedAt, key.status], [null, null, 'active']);
       assert.match(key.id, /^\S+$/);
       assert.equal(key.key, `pst_…${secret.slice(-4)}`);
       assert.equal(new Date(key.createdAt).toISOString(), key.createdAt);
@@ -385,6 +406,86 @@ describe('petstore keys', { concurrency: 4 }, () => {
     assert.match(rows.find((row) => row.startsWith(id)) ?? '', /\srevoked \d{4}-\d{2}-\d{2}$/);
     assert.match(rows.find((row) => /\sother\s/.test(row)) ?? '', /\sactive$/);
   });
+
+  test("when keys are created with --scopes, --expires-in and --expires-at, then keys list shows each one's scopes, expiry and status, aligned, and --json the same", async (t) => {
+    const db = database(t);
+    const before = Date.now();
+    const run = (args: string[]) => runCli(['keys', 'create', ...args], { DATABASE_URL: db.url });
+    const storefront = await run(['--name', 'storefront', '--scopes', 'pets:read,orders:write,orders:read']);
+    assert.equal(storefront.code, 0, storefront.stderr);
+    assert.match(
+      storefront.stderr,
+      /^created key_\w+ \(storefront; pets:read,orders:read,orders:write\); the key is shown only this once:\n$/,
+    );
+    const partner = await run(['--name', 'partner', '--scopes', 'pets:read', '--expires-in', '90d']);
+    assert.equal(partner.code, 0, partner.stderr);
+    const season = await run(['--name', 'season', '--expires-at', '2031-03-31T02:00:00+02:00']);
+    assert.equal(season.code, 0, season.stderr);
+    assert.match(
+      season.stderr,
+      /\(season; pets:read,pets:write,orders:read,orders:write, expires 2031-03-31T00:00:00.000Z\)/,
+    );
+    for (const result of [storefront, partner, season]) assert.match(result.stdout.trim(), KEY);
+
+    const listed = new Map((await listKeys(db)).map((key) => [key.name, key]));
+    assert.deepEqual(listed.get('storefront')?.scopes, ['pets:read', 'orders:read', 'orders:write']);
+    assert.equal(listed.get('storefront')?.expiresAt, null);
+    assert.deepEqual(listed.get('partner')?.scopes, ['pets:read']);
+    const partnerExpiry = Date.parse(listed.get('partner')?.expiresAt ?? '');
+    const ninetyDays = 90 * 86_400_000;
+    assert.ok(partnerExpiry >= before + ninetyDays && partnerExpiry <= Date.now() + ninetyDays, 'in 90 days');
+    assert.equal(listed.get('season')?.expiresAt, '2031-03-31T00:00:00.000Z');
+    for (const key of listed.values()) assert.equal(key.status, 'active');
+
+    const table = await runCli(['keys', 'list'], { DATABASE_URL: db.url });
+    assert.equal(table.code, 0, table.stderr);
+    const lines = table.stdout.trimEnd().split('\n');
+    assert.equal(lines.length, 4);
+    // Aligned: every column starts at the same place on every line.
+    const header = lines[0] as string;
+    for (const column of ['NAME', 'KEY', 'SCOPES', 'CREATED', 'EXPIRES', 'LAST USED', 'STATUS']) {
+      const at = header.indexOf(column);
+      for (const line of lines.slice(1))
+        assert.match(line.slice(at - 2, at), /^ {2}$/, `${column} in ${line}`);
+    }
+    const row = (name: string) => lines.find((line) => line.includes(`  ${name}  `)) ?? '';
+    assert.match(row('storefront'), /\spets:read,orders:read,orders:write\s.*\snever\s+never\s+active$/);
+    assert.match(row('partner'), /\spets:read\s.*\s\d{4}-\d{2}-\d{2} \d{2}:\d{2}Z\s+never\s+active$/);
+    assert.match(row('season'), /\sall\s.*\s2031-03-31 00:00Z\s+never\s+active$/);
+  });
+
+  for (const [args, message] of [
+    [
+      ['--scopes', 'pets:delete'],
+      /^petstore: unknown scope pets:delete; scopes are pets:read, pets:write, orders:read, orders:write$/,
+    ],
+    [['--scopes', 'pets:read,,orders:read'], /^petstore: --scopes must be a comma-separated list of /],
+    [
+      ['--expires-in', '90'],
+      /^petstore: --expires-in must be a whole number and a unit \(m, h, d or w\), e\.g\. 90d; got "90"$/,
+    ],
+    [['--expires-in', '1y'], /^petstore: --expires-in must be .*; got "1y"$/],
+    [
+      ['--expires-at', '2020-01-01T00:00:00Z'],
+      /^petstore: the expiry 2020-01-01T00:00:00.000Z is not in the future$/,
+    ],
+    [['--expires-at', '2031-02-30T00:00:00Z'], /^petstore: --expires-at must be an RFC 3339 date-time/],
+    [['--expires-at', '31/03/2031'], /^petstore: --expires-at must be an RFC 3339 date-time/],
+    [
+      ['--expires-in', '1d', '--expires-at', '2031-01-01T00:00:00Z'],
+      /^petstore: give --expires-in or --expires-at, not both$/,
+    ],
+  ] as const) {
+    test(`when keys create is given ${args.join(' ')}, then one line on stderr, a non-zero exit and no key stored`, async (t) => {
+      const db = database(t);
+      const line = oneLineFailure(
+        await runCli(['keys', 'create', '--name', 'bad', ...args], { DATABASE_URL: db.url }),
+      );
+      assert.match(line, message);
+      assert.doesNotMatch(line, /pst_|\bat \S+:\d+/);
+      assert.deepEqual(await listKeys(db), []);
+    });
+  }
 
   test('when keys revoke is given an unknown id, then it prints one clear line on stderr and exits non-zero', async (t) => {
     const db = database(t);
@@ -591,6 +692,45 @@ describe('petstore serve', () => {
     assert.equal(result.code, 0);
     assert.doesNotMatch(result.stderr, /pst_/);
     assert.deepEqual(await listKeys(db), []);
+  });
+
+  test('when a key made with keys create --scopes pets:read is used, then writes get 403 insufficient_scope, and keys list shows its last use once the server stops', async (t) => {
+    const db = database(t);
+    const created = await runCli(['keys', 'create', '--name', 'reader', '--scopes', 'pets:read'], {
+      DATABASE_URL: db.url,
+    });
+    assert.equal(created.code, 0, created.stderr);
+    const reader = created.stdout.trim();
+    const server = await serve(t, { DATABASE_URL: db.url });
+    assert.deepEqual(await getPets(server.url, reader), { status: 200, body: [] });
+    const refused = await createPet(server.url, reader, 'Rex', 1);
+    assert.equal(refused.status, 403);
+    assert.equal(
+      refused.headers.get('www-authenticate'),
+      'Bearer realm="animal-store", error="insufficient_scope", scope="pets:write"',
+    );
+    assert.deepEqual(await refused.json(), {
+      code: 'forbidden',
+      message: 'this API key does not have the scope pets:write, which this operation needs',
+      status: 403,
+    });
+    const orders = await fetch(`${server.url}/v1/store/orders`, { headers: auth(reader) });
+    assert.equal(orders.status, 403);
+    assert.equal((await listKeys(db))[0]?.lastUsedAt, null, 'not written on the request path');
+
+    server.signal('SIGTERM');
+    assert.equal((await server.exitStatus()).code, 0);
+    const [listed] = await listKeys(db);
+    const lastUsed = Date.parse(listed?.lastUsedAt ?? '');
+    assert.ok(
+      lastUsed >= Date.parse(listed?.createdAt ?? '') && lastUsed <= Date.now(),
+      listed?.lastUsedAt ?? 'null',
+    );
+    const table = await runCli(['keys', 'list'], { DATABASE_URL: db.url });
+    assert.match(
+      table.stdout.split('\n')[1] ?? '',
+      /\spets:read\s+\S+ \S+\s+never\s+\d{4}-\d{2}-\d{2} \d{2}:\d{2}Z\s+active$/,
+    );
   });
 
   test('when a key made with keys create is revoked by another process, then the running server refuses it at once', async (t) => {

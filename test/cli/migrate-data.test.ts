@@ -43,16 +43,22 @@ const seedKeys: ApiKeyRecord[] = [
     name: 'automation',
     hash: 'a'.repeat(64),
     hint: 'wxyz',
+    scopes: ['pets:read', 'orders:read'],
     createdAt: new Date('2026-01-02T03:04:05.678Z'),
+    expiresAt: new Date('2030-01-01T00:00:00.000Z'),
     revokedAt: undefined,
+    lastUsedAt: new Date('2026-01-05T00:00:00.000Z'),
   },
   {
     id: 'key_revoked',
     name: 'old laptop',
     hash: 'b'.repeat(64),
     hint: 'abcd',
+    scopes: ['pets:read', 'pets:write', 'orders:read', 'orders:write'],
     createdAt: new Date('2026-02-03T04:05:06.789Z'),
+    expiresAt: undefined,
     revokedAt: new Date('2026-03-04T05:06:07.890Z'),
+    lastUsedAt: undefined,
   },
 ];
 

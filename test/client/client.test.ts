@@ -11,6 +11,7 @@ import {
   PetstoreError,
   PetstoreNetworkError,
 } from '../../src/client/index.js';
+import { newApiKey } from '../../src/domain/api-keys.js';
 import { after, backends, before, describe, sqlite, test } from '../support/backends.js';
 import { startTestServer, TEST_KEY, type TestServer } from '../support/test-server.js';
 
@@ -128,6 +129,32 @@ for (const backend of backends) {
         (error: unknown) =>
           error instanceof PetstoreError && error.code === 'unauthorized' && error.status === 401,
       );
+    });
+
+    test('when a key without the scope an operation needs is used, then a PetstoreError forbidden 403 names the scope, and nothing is retried', async () => {
+      const key = newApiKey('client reader', new Date(), { scopes: ['pets:read'] });
+      await server.storage.apiKeys.insert(key.record);
+      const statuses: number[] = [];
+      const reader = new PetstoreClient({
+        baseUrl: `${server.url}/v1`,
+        apiKey: key.secret,
+        fetch: recordingFetch(statuses),
+      });
+      assert.ok(Array.isArray((await reader.listPets()).pets));
+      await assert.rejects(
+        reader.createPet({ name: 'Rex', categoryId: 1 }, { idempotencyKey: randomUUID() }),
+        (error: unknown) =>
+          error instanceof PetstoreError &&
+          error.code === 'forbidden' &&
+          error.status === 403 &&
+          error.message === 'this API key does not have the scope pets:write, which this operation needs',
+      );
+      await assert.rejects(
+        reader.listOrders(),
+        (error: unknown) =>
+          error instanceof PetstoreError && error.code === 'forbidden' && /orders:read/.test(error.message),
+      );
+      assert.deepEqual(statuses, [200, 403, 403]);
     });
   });
 }

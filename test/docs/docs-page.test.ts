@@ -155,6 +155,34 @@ describe('docs page in a real browser', () => {
     }
   });
 
+  test('when an operation is opened, then it shows the scope it needs and its 403 example', async () => {
+    for (const [tag, operationId, scope] of [
+      ['pets', 'listPets', 'pets:read'],
+      ['pets', 'createPet', 'pets:write'],
+      ['store', 'getOrder', 'orders:read'],
+      ['store', 'cancelOrder', 'orders:write'],
+    ] as const) {
+      const operation = page.locator(`#operations-${tag}-${operationId}`);
+      if ((await operation.locator('.opblock-body').count()) === 0)
+        await operation.locator('.opblock-summary').click();
+      const description = (await operation.locator('.opblock-description-wrapper').allTextContents()).join(
+        ' ',
+      );
+      assert.match(
+        description,
+        new RegExp(`Needs an API key with the scope ${scope}; without it, 403 forbidden`),
+      );
+      const example = JSON.parse(
+        (await operation.locator('tr.response[data-code="403"] pre.example').first().textContent()) ?? '',
+      ) as { code: string; status: number; message: string };
+      assert.deepEqual(example, {
+        code: 'forbidden',
+        message: `this API key does not have the scope ${scope}, which this operation needs`,
+        status: 403,
+      });
+    }
+  });
+
   test('when the page has rendered, then nothing was fetched from elsewhere and no CSP error occurred', () => {
     assert.deepEqual(foreignRequests, []);
     assert.deepEqual(

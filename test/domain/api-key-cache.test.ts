@@ -28,6 +28,7 @@ describe('the API key cache', () => {
         return real.findActiveByHash(hash);
       },
       insert: (key) => real.insert(key),
+      recordLastUse: (uses) => real.recordLastUse(uses),
       revoke: (id, at) => real.revoke(id, at),
       importBatch: (keys) => real.importBatch(keys),
       list: () => real.list(),
@@ -40,7 +41,10 @@ describe('the API key cache', () => {
     const clock = { now: start };
     const { store, lookups } = countingStore();
     const cache = new ApiKeyCache(store, { rememberActive }, () => clock.now);
-    return { clock, cache, lookups, verifier: new ApiKeyVerifier(cache, []) };
+    const verifier = new ApiKeyVerifier(cache, []);
+    /** The caller's key hash when the token authenticates, else undefined. */
+    const authenticate = async (token: string) => (await verifier.authenticate(token))?.apiKeyHash;
+    return { clock, cache, lookups, verifier: { authenticate } };
   }
 
   test('when one unknown key is sent again and again, then the database is asked once per period', async () => {

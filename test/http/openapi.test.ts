@@ -25,6 +25,7 @@ interface Operation {
   tags?: string[];
   requestBody?: Json;
   deprecated?: boolean;
+  description?: string;
   security?: unknown[];
   parameters?: Parameter[];
   responses: Record<string, Response>;
@@ -118,7 +119,7 @@ for (const backend of backends) {
       assert.equal(servers[0]?.url, '/v1');
     });
 
-    test('when the security is read, then a bearer scheme applies to every operation globally', () => {
+    test('when the security is read, then a bearer scheme applies to every operation, each naming the one scope it needs', () => {
       const schemes = (doc.components as Json).securitySchemes as Record<string, Json>;
       const bearer = Object.entries(schemes).filter(
         ([, scheme]) => scheme.type === 'http' && String(scheme.scheme).toLowerCase() === 'bearer',
@@ -127,9 +128,25 @@ for (const backend of backends) {
       const [name] = bearer[0] as [string, Json];
       assert.deepEqual(doc.security, [{ [name]: [] }]);
       for (const id of [...PET_OPERATIONS, ...STORE_OPERATIONS]) {
-        const { operation: op } = operation(doc, id);
-        // No override: the global bearer requirement applies.
-        assert.equal(op.security, undefined, `${id} keeps the global security`);
+        const { operation: op, method } = operation(doc, id);
+        // DECISIONS.md: GET needs its group's :read, the others its :write (OpenAPI 3.1 allows role names).
+        const scope = `${STORE_OPERATIONS.includes(id) ? 'orders' : 'pets'}:${method === 'get' ? 'read' : 'write'}`;
+        assert.deepEqual(op.security, [{ [name]: [scope] }], `${id} needs ${scope}`);
+        assert.ok(
+          String(op.description).endsWith(
+            `Needs an API key with the scope \`${scope}\`; without it, \`403 forbidden\`.`,
+          ),
+          `${id}'s description names its scope: ${op.description}`,
+        );
+        assert.match(
+          String((op.responses['403']?.headers?.['WWW-Authenticate'] as Json | undefined)?.description),
+          new RegExp(`error="insufficient_scope", scope="${scope}"`),
+        );
+        assert.equal(
+          (op.responses['403']?.content?.['application/json'] as { example?: { message?: string } })?.example
+            ?.message,
+          `this API key does not have the scope ${scope}, which this operation needs`,
+        );
         assert.deepEqual(op.responses['401']?.content?.['application/json']?.schema, {
           $ref: '#/components/schemas/Error',
         });
@@ -171,28 +188,28 @@ for (const backend of backends) {
     });
 
     for (const [id, method, path, codes] of [
-      ['listPets', 'get', '/pets', ['200', '400', '401', '429', '503']],
-      ['createPet', 'post', '/pets', ['201', '400', '401', '413', '415', '422', '429', '503']],
-      ['getPet', 'get', '/pets/{petId}', ['200', '400', '401', '404', '410', '429', '503']],
-      ['listOrders', 'get', '/store/orders', ['200', '400', '401', '429', '503']],
+      ['listPets', 'get', '/pets', ['200', '400', '401', '403', '429', '503']],
+      ['createPet', 'post', '/pets', ['201', '400', '401', '403', '413', '415', '422', '429', '503']],
+      ['getPet', 'get', '/pets/{petId}', ['200', '400', '401', '403', '404', '410', '429', '503']],
+      ['listOrders', 'get', '/store/orders', ['200', '400', '401', '403', '429', '503']],
       [
         'placeOrder',
         'post',
         '/store/orders',
-        ['201', '400', '401', '409', '413', '415', '422', '429', '503'],
+        ['201', '400', '401', '403', '409', '413', '415', '422', '429', '503'],
       ],
-      ['getOrder', 'get', '/store/orders/{orderId}', ['200', '400', '401', '404', '429', '503']],
+      ['getOrder', 'get', '/store/orders/{orderId}', ['200', '400', '401', '403', '404', '429', '503']],
       [
         'deliverOrder',
         'post',
         '/store/orders/{orderId}/deliver',
-        ['200', '400', '401', '404', '409', '429', '503'],
+        ['200', '400', '401', '403', '404', '409', '429', '503'],
       ],
       [
         'cancelOrder',
         'post',
         '/store/orders/{orderId}/cancel',
-        ['200', '400', '401', '404', '409', '429', '503'],
+        ['200', '400', '401', '403', '404', '409', '429', '503'],
       ],
     ] as const) {
       test(`when ${id} is read, then it is ${method.toUpperCase()} ${path} with status codes ${codes.join(', ')}`, () => {

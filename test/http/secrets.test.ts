@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { newApiKey } from '../../src/domain/api-keys.js';
 import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
 import {
@@ -15,11 +16,12 @@ import { queryDatabase } from '../support/db-inspect.js';
 
 /**
  * Secrets stay secret through a whole run of the real `petstore serve`, logging at trace level: the
- * first start's key, a key made with `keys create` and then revoked, and keys that were never valid are
- * used in passing and failing requests, an internal error is forced by dropping the pets table under
+ * first start's key, a key made with `keys create` and then revoked, a key with one scope and an expiry
+ * (refused 403 beyond its scope), an expired key, and keys that were never valid are used in passing
+ * and failing requests, an internal error is forced by dropping the pets table under
  * the running service, and then:
- * - no key and no Authorization value is anywhere in stdout or stderr, apart from the one printout of
- *   the first key on first start;
+ * - no key, no key hash and no Authorization value is anywhere in stdout or stderr, apart from the one
+ *   printout of the first key on first start, nor in any answer, nor in `keys list` and its --json;
  * - the api_keys rows, read straight from the database, hold SHA-256 hashes and never a secret;
  * - every response carries X-Content-Type-Options: nosniff and no Server/X-Powered-By fingerprint;
  * - the 500s reveal nothing of the service's insides.
@@ -28,6 +30,7 @@ import { queryDatabase } from '../support/db-inspect.js';
  */
 
 const KEY = /pst_[A-Za-z0-9_-]{43}/;
+const sha256 = (secret: string) => createHash('sha256').update(secret).digest('hex');
 const FINGERPRINT_HEADERS = ['server', 'x-powered-by', 'x-aspnet-version', 'x-runtime', 'x-generator', 'via'];
 
 interface Exchange {
@@ -66,6 +69,12 @@ for (const backend of backends) {
     let result: CliResult;
     let firstKey: string;
     let createdKey: string;
+    let scopedKey: string;
+    /** Stored with an expiry already past: refused like an unknown key. */
+    const expired = newApiKey('expired', new Date('2026-01-01T00:00:00Z'), {
+      expiresAt: new Date('2026-01-02T00:00:00Z'),
+    });
+    let listings: CliResult[];
     const neverValid = `pst_${randomBytes(32).toString('base64url')}`;
     const exchanges: Exchange[] = [];
     /** Every Authorization value sent during the run. */
@@ -105,6 +114,19 @@ for (const backend of backends) {
       assert.equal(createdRun.code, 0, createdRun.stderr);
       createdKey = createdRun.stdout.trim();
       assert.match(createdKey, KEY);
+      const scopedRun = await runCli(
+        ['keys', 'create', '--name', 'scoped', '--scopes', 'pets:read', '--expires-in', '30d'],
+        { DATABASE_URL: database.url },
+      );
+      assert.equal(scopedRun.code, 0, scopedRun.stderr);
+      scopedKey = scopedRun.stdout.trim();
+      assert.match(scopedKey, KEY);
+      const storage = await database.open();
+      try {
+        await storage.apiKeys.insert(expired.record);
+      } finally {
+        await storage.close();
+      }
 
       const bearer = (key: string) => `Bearer ${key}`;
       const ok = await call('create', '/v1/pets', {
@@ -142,6 +164,27 @@ for (const backend of backends) {
         ['key without scheme', '/v1/pets', { auth: firstKey }, 401],
         ['key sent twice in one value', '/v1/pets', { auth: `Bearer ${createdKey} ${createdKey}` }, 401],
         ['no key', '/v1/pets', {}, 401],
+        ['scoped key reads', '/v1/pets', { auth: bearer(scopedKey) }, 200],
+        [
+          'scoped key writes',
+          '/v1/pets',
+          { method: 'POST', auth: bearer(scopedKey), headers: json, body: '{"name":"No","categoryId":1}' },
+          403,
+        ],
+        [
+          'scoped key writes a bad body',
+          '/v1/pets',
+          { method: 'POST', auth: bearer(scopedKey), headers: json, body: '{"name":' },
+          403,
+        ],
+        ['scoped key reads orders', '/v1/store/orders?limit=5', { auth: bearer(scopedKey) }, 403],
+        ['expired key', '/v1/pets', { auth: bearer(expired.secret) }, 401],
+        [
+          'expired key writes',
+          '/v1/store/orders',
+          { method: 'POST', auth: bearer(expired.secret), headers: json, body: '{"petId":1}' },
+          401,
+        ],
         // Keys put in the URL: refused, and their values never logged.
         ['key in the query', `/v1/pets?api_key=${firstKey}`, {}, 401],
         ['key as a query parameter name', `/v1/pets?${neverValid}`, {}, 401],
@@ -181,6 +224,12 @@ for (const backend of backends) {
         const exchange = await call('revoked key', '/v1/pets', { auth: bearer(createdKey) });
         return exchange.status === 401 ? exchange : undefined;
       });
+
+      // Before the pets table goes (SQLite prepares its statements when the database is opened).
+      listings = [
+        await runCli(['keys', 'list'], { DATABASE_URL: database.url }),
+        await runCli(['keys', 'list', '--json'], { DATABASE_URL: database.url }),
+      ];
 
       // An internal error: the pets table disappears under the running service.
       await dropPetsTable(database.url);
@@ -224,8 +273,9 @@ for (const backend of backends) {
       // It is a trace-level log of every request, the 500s' errors included.
       assert.ok(result.stdout.split('\n').length > exchanges.length, 'the log is there');
       assert.match(result.stdout, /"level":50/, 'the 500s were logged as errors');
-      for (const secret of [firstKey, createdKey, neverValid]) {
+      for (const secret of [firstKey, createdKey, scopedKey, expired.secret, neverValid]) {
         assert.equal(logs.includes(secret), false, `a key is in the logs:\n${logs}`);
+        assert.equal(logs.includes(sha256(secret)), false, 'a key hash is in the logs');
         // The random part alone, and any half of it.
         const body = secret.slice('pst_'.length);
         for (const part of [body, body.slice(0, 22), body.slice(21)])
@@ -257,16 +307,13 @@ for (const backend of backends) {
         assert.ok(urls.includes(expected), `${expected} is not among the logged URLs:\n${urls.join('\n')}`);
     });
 
-    test('when keys were created and revoked, then the api_keys rows hold only SHA-256 hashes and hints, never a secret', async () => {
+    test('when keys were created, scoped, expired and revoked, then the api_keys rows hold only SHA-256 hashes and hints, never a secret', async () => {
       const rows = await queryDatabase(database.url, 'SELECT * FROM api_keys ORDER BY created_at');
-      assert.equal(rows.length, 2);
+      assert.equal(rows.length, 4);
       const hashes = rows.map((row) => row.hash);
-      assert.deepEqual(
-        hashes.sort(),
-        [firstKey, createdKey].map((key) => createHash('sha256').update(key).digest('hex')).sort(),
-      );
+      assert.deepEqual(hashes.sort(), [firstKey, createdKey, scopedKey, expired.secret].map(sha256).sort());
       const dump = JSON.stringify(rows, (_k, v) => (typeof v === 'bigint' ? String(v) : v));
-      for (const secret of [firstKey, createdKey]) {
+      for (const secret of [firstKey, createdKey, scopedKey, expired.secret]) {
         const body = secret.slice('pst_'.length);
         for (const part of [secret, body, body.slice(0, 22), body.slice(21)])
           assert.equal(dump.includes(part), false, `a secret is stored: ${dump}`);
@@ -276,6 +323,40 @@ for (const backend of backends) {
         assert.match(String(row.hint), /^[A-Za-z0-9_-]{4}$/);
       }
       assert.equal(rows.filter((row) => row.revoked_at !== null).length, 1);
+    });
+
+    test('when keys list and keys list --json run after it all, then they show no key and no hash, only the last four characters', () => {
+      for (const listing of listings) {
+        assert.equal(listing.code, 0, listing.stderr);
+        const output = `${listing.stdout}\n${listing.stderr}`;
+        for (const secret of [firstKey, createdKey, scopedKey, expired.secret]) {
+          const body = secret.slice('pst_'.length);
+          for (const part of [secret, body, body.slice(0, 22), body.slice(21), sha256(secret)])
+            assert.equal(output.includes(part), false, `a secret or hash is listed: ${output}`);
+          assert.ok(output.includes(`pst_…${secret.slice(-4)}`), 'each key is listed by its last four');
+        }
+      }
+      assert.match(listings[0]?.stdout ?? '', /\sscoped\s+pst_…\S{4}\s+pets:read\s/);
+      assert.match(listings[0]?.stdout ?? '', /\sexpired\s+pst_…\S{4}\s+all\s.*\sexpired$/m);
+    });
+
+    test('when any answer of the run is looked at, then no key, hash or Authorization value is in it, and each 403 names only the scope', () => {
+      const secrets = [firstKey, createdKey, scopedKey, expired.secret, neverValid];
+      for (const { what, body, headers } of exchanges) {
+        const answer = `${JSON.stringify([...headers])}${body}`;
+        for (const secret of secrets) {
+          assert.equal(answer.includes(secret.slice('pst_'.length)), false, `${what} carries a key`);
+          assert.equal(answer.includes(sha256(secret)), false, `${what} carries a key hash`);
+        }
+        assert.doesNotMatch(answer, /bearer pst_|basic /i);
+      }
+      const forbidden = exchanges.filter((e) => e.status === 403);
+      assert.equal(forbidden.length, 3);
+      for (const { body } of forbidden)
+        assert.match(
+          JSON.parse(body).message,
+          /^this API key does not have the scope (pets:write|orders:read), which this operation needs$/,
+        );
     });
 
     test('when any response of the run is looked at, then it carries nosniff and no Server or X-Powered-By fingerprint', () => {

@@ -128,3 +128,67 @@ for (const backend of backends) {
     });
   });
 }
+
+for (const backend of backends) {
+  backend.describe(`key lifetimes and scopes on two nodes, one clock (${backend.name})`, () => {
+    const clock = { now: new Date('2026-11-26T12:00:00.000Z') };
+    let database: TestDatabase;
+    let nodes: [TestServer, TestServer];
+
+    before(async () => {
+      database = await backend.create();
+      const now = () => clock.now;
+      nodes = [await startTestServer({ database, now }), await startTestServer({ database, now })];
+    });
+    after(async () => {
+      for (const node of nodes ?? []) await node.close();
+      await database?.drop();
+    });
+
+    test('when a key remembered as active by both nodes reaches its expiry, then both refuse it from that instant, without waiting out the cache', async () => {
+      const expiresAt = new Date(clock.now.getTime() + 60_000);
+      const key = newApiKey('expires on two nodes', clock.now, { scopes: ['pets:read'], expiresAt });
+      await nodes[0].storage.apiKeys.insert(key.record);
+      for (const node of nodes) {
+        // Twice: on PostgreSQL the second answer comes from the node's key cache.
+        assert.equal((await node.request('GET', '/v1/pets', { key: key.secret })).status, 200);
+        assert.equal((await node.request('GET', '/v1/pets', { key: key.secret })).status, 200);
+      }
+      clock.now = expiresAt;
+      for (const node of nodes) {
+        const res = await node.request('GET', '/v1/pets', { key: key.secret });
+        assert.equal(res.status, 401, `${node.url}: ${res.text}`);
+        assert.equal(
+          res.headers.get('www-authenticate'),
+          'Bearer realm="animal-store", error="invalid_token"',
+        );
+      }
+    });
+
+    test('when a scoped key is revoked on one node, then both nodes refuse it within the bound, and until then neither lets it past its scope', async () => {
+      const key = newApiKey('scoped on two nodes', clock.now, { scopes: ['orders:read'] });
+      await nodes[1].storage.apiKeys.insert(key.record);
+      for (const node of nodes) {
+        assert.equal((await node.request('GET', '/v1/store/orders', { key: key.secret })).status, 200);
+        const write = await node.request('POST', '/v1/pets', {
+          key: key.secret,
+          body: { name: 'x', categoryId: 1 },
+        });
+        assert.equal(write.status, 403, write.text);
+      }
+      // Racing: revoked through one node while both are being asked.
+      const [revoked] = await Promise.all([
+        nodes[0].storage.apiKeys.revoke(key.record.id, new Date()),
+        ...nodes.map((node) => node.request('GET', '/v1/store/orders', { key: key.secret })),
+      ]);
+      assert.equal(revoked, true);
+      const deadline = Date.now() + REVOCATION_DEADLINE_MS;
+      for (const node of nodes) {
+        assert.ok(
+          await refusedBefore(deadline, node, key.secret),
+          `${node.url} still accepts the revoked key`,
+        );
+      }
+    });
+  });
+}

@@ -10,8 +10,11 @@ const key = (id: string, hash: string): ApiKeyRecord => ({
   name: `key ${id}`,
   hash,
   hint: 'abcd',
+  scopes: ['pets:read', 'pets:write', 'orders:read', 'orders:write'],
   createdAt: new Date('2026-01-02T03:04:05.678Z'),
+  expiresAt: undefined,
   revokedAt: undefined,
+  lastUsedAt: undefined,
 });
 
 /**
@@ -262,6 +265,45 @@ export function storageContract(backend: Backend): void {
       );
     });
 
+    test('when a key has fewer scopes and an expiry, then both are stored and read back as they were', async () => {
+      const scoped: ApiKeyRecord = {
+        ...key('key_scoped', 'hash-scoped'),
+        scopes: ['pets:read', 'orders:write'],
+        expiresAt: new Date('2027-03-31T00:00:00.123Z'),
+      };
+      const none: ApiKeyRecord = { ...key('key_none', 'hash-none'), scopes: [] };
+      await storage.apiKeys.insert(scoped);
+      await storage.apiKeys.insert(none);
+      assert.deepEqual(await storage.apiKeys.findActiveByHash('hash-scoped'), scoped);
+      assert.deepEqual(await storage.apiKeys.findActiveByHash('hash-none'), none);
+      // Found though past its expiry: expiry is judged by the verifier's clock, not the database's.
+      const expired: ApiKeyRecord = {
+        ...key('key_old', 'hash-old'),
+        expiresAt: new Date('2020-01-01T00:00:00Z'),
+      };
+      await storage.apiKeys.insert(expired);
+      assert.deepEqual(await storage.apiKeys.findActiveByHash('hash-old'), expired);
+    });
+
+    test('when last uses are recorded, then each key keeps its latest, and an earlier one does not go back', async () => {
+      await storage.apiKeys.insert(key('key_a', 'hash-a'));
+      await storage.apiKeys.insert(key('key_b', 'hash-b'));
+      const noon = new Date('2026-06-01T12:00:00.000Z');
+      const later = new Date('2026-06-01T12:01:30.500Z');
+      await storage.apiKeys.recordLastUse([
+        { hash: 'hash-a', at: noon },
+        { hash: 'hash-unknown', at: noon },
+      ]);
+      await storage.apiKeys.recordLastUse([{ hash: 'hash-a', at: later }]);
+      await storage.apiKeys.recordLastUse([{ hash: 'hash-a', at: noon }]); // another node, behind
+      const lastUsed = Object.fromEntries(
+        (await storage.apiKeys.list()).map((k) => [k.id, k.lastUsedAt?.toISOString()]),
+      );
+      assert.deepEqual(lastUsed, { key_a: later.toISOString(), key_b: undefined });
+      await storage.apiKeys.recordLastUse([]);
+      assert.equal(await storage.apiKeys.count(), 2, 'a use of an unknown key stores nothing');
+    });
+
     test('when pets are imported, then their ids and fields are kept and later creates come after them', async () => {
       const created = await createPet(storage, {
         name: 'already here',
@@ -293,9 +335,14 @@ export function storageContract(backend: Backend): void {
       assert.ok(next.id > 5_000_000_000n, `a new pet's id (${next.id}) comes after every imported one`);
     });
 
-    test('when keys are imported, then hashes are kept, revocations carry over and none is revived', async () => {
+    test('when keys are imported, then hashes, scopes, expiry and last use are kept, revocations carry over and none is revived', async () => {
       const revokedAt = new Date('2026-04-05T06:07:08.901Z');
-      const a = key('key_a', 'hash-a');
+      const a = {
+        ...key('key_a', 'hash-a'),
+        scopes: ['orders:read' as const],
+        expiresAt: new Date('2027-01-01T00:00:00.000Z'),
+        lastUsedAt: new Date('2026-03-03T03:03:03.303Z'),
+      };
       const b = { ...key('key_b', 'hash-b'), revokedAt };
       assert.equal(await storage.apiKeys.importBatch([a, b]), 2);
       assert.deepEqual(await storage.apiKeys.list(), [a, b]);

@@ -19,8 +19,8 @@ export interface OrderRoutesOptions {
 }
 
 // As for pets: each error response is documented with a message the service really sends for it
-// (test/http/openapi-examples.test.ts provokes them and compares); 401, 429 and 503 are documented by
-// the plugins whose hooks give them.
+// (test/http/openapi-examples.test.ts provokes them and compares); 401, 403, 429 and 503 are documented
+// by the plugins whose hooks give them; each route declares the scope it needs in its config (scopes.ts).
 const NOT_FOUND = 'no order has this id';
 const TAGS = ['store'];
 const invalidOrderId = invalid(
@@ -41,6 +41,7 @@ const routes: FastifyPluginAsyncTypebox<OrderRoutesOptions> = async (app, { orde
   app.get(
     '/store/orders',
     {
+      config: { scope: 'orders:read' },
       schema: {
         operationId: 'listOrders',
         summary: 'List orders',
@@ -74,6 +75,7 @@ const routes: FastifyPluginAsyncTypebox<OrderRoutesOptions> = async (app, { orde
   app.post(
     '/store/orders',
     {
+      config: { scope: 'orders:write' },
       schema: {
         operationId: 'placeOrder',
         summary: 'Place an order for an animal',
@@ -129,6 +131,7 @@ const routes: FastifyPluginAsyncTypebox<OrderRoutesOptions> = async (app, { orde
   app.get(
     '/store/orders/:orderId',
     {
+      config: { scope: 'orders:read' },
       schema: {
         operationId: 'getOrder',
         summary: 'Fetch one order',
@@ -157,6 +160,7 @@ const routes: FastifyPluginAsyncTypebox<OrderRoutesOptions> = async (app, { orde
     app.post(
       `/store/orders/:orderId/${move}`,
       {
+        config: { scope: 'orders:write' },
         schema: {
           operationId,
           summary: `${move === 'deliver' ? 'Deliver' : 'Cancel'} an order`,
@@ -193,6 +197,7 @@ export const orderRoutes = fp(routes, {
   fastify: '5.x',
   dependencies: [
     'authentication',
+    'scopes',
     'rate-limit',
     'route-fallbacks',
     'openapi',

@@ -21,7 +21,8 @@ export interface PetRoutesOptions {
 
 // Each error response is documented with a message the service really sends for it
 // (test/http/openapi-examples.test.ts provokes them and compares). The answers every /v1 operation
-// shares (401, 429, 503) are documented by the plugins whose hooks give them.
+// shares (401, 403, 429, 503) are documented by the plugins whose hooks give them; each route declares
+// the scope it needs in its config (scopes.ts).
 
 // RFC 9745 (Deprecation, a structured-field date) and RFC 8594 (Sunset, an HTTP-date).
 const DEPRECATION = `@${Math.floor(GET_PET_DEPRECATED_AT.getTime() / 1000)}`;
@@ -33,6 +34,7 @@ const routes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (app, { catalo
   app.get(
     '/pets',
     {
+      config: { scope: 'pets:read' },
       schema: {
         operationId: 'listPets',
         summary: 'List animals',
@@ -66,6 +68,7 @@ const routes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (app, { catalo
   app.post(
     '/pets',
     {
+      config: { scope: 'pets:write' },
       schema: {
         operationId: 'createPet',
         summary: 'Add an animal',
@@ -129,6 +132,7 @@ const routes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (app, { catalo
   app.get(
     '/pets/:petId',
     {
+      config: { scope: 'pets:read' },
       schema: {
         operationId: 'getPet',
         summary: 'Fetch one animal (deprecated)',
@@ -173,6 +177,7 @@ export const petRoutes = fp(routes, {
   fastify: '5.x',
   dependencies: [
     'authentication',
+    'scopes',
     'rate-limit',
     'route-fallbacks',
     'openapi',

@@ -1,5 +1,6 @@
 import type pg from 'pg';
-import type { ApiKeyRecord, ApiKeyStore } from '../../domain/storage.js';
+import { isApiKeyScope } from '../../domain/api-keys.js';
+import type { ApiKeyRecord, ApiKeyStore, ApiKeyUse } from '../../domain/storage.js';
 import { countRows } from './count.js';
 
 interface ApiKeyRow {
@@ -7,8 +8,11 @@ interface ApiKeyRow {
   name: string;
   hash: string;
   hint: string;
+  scopes: string[];
   created_at: Date;
+  expires_at: Date | null;
   revoked_at: Date | null;
+  last_used_at: Date | null;
 }
 
 const toApiKey = (row: ApiKeyRow): ApiKeyRecord => ({
@@ -16,13 +20,16 @@ const toApiKey = (row: ApiKeyRow): ApiKeyRecord => ({
   name: row.name,
   hash: row.hash,
   hint: row.hint,
+  scopes: row.scopes.filter(isApiKeyScope),
   createdAt: row.created_at,
+  expiresAt: row.expires_at ?? undefined,
   revokedAt: row.revoked_at ?? undefined,
+  lastUsedAt: row.last_used_at ?? undefined,
 });
 
-const API_KEY_COLUMNS = 'id, name, hash, hint, created_at, revoked_at';
+const API_KEY_COLUMNS = 'id, name, hash, hint, scopes, created_at, expires_at, revoked_at, last_used_at';
 
-/** API keys on PostgreSQL; instants as timestamptz. */
+/** API keys on PostgreSQL; instants as timestamptz, scopes as text[]. */
 export class PostgresApiKeyStore implements ApiKeyStore {
   readonly #pool: pg.Pool;
 
@@ -31,20 +38,31 @@ export class PostgresApiKeyStore implements ApiKeyStore {
   }
 
   async insert(key: ApiKeyRecord): Promise<void> {
-    await this.#pool.query(`INSERT INTO api_keys (${API_KEY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)`, [
-      key.id,
-      key.name,
-      key.hash,
-      key.hint,
-      key.createdAt,
-      key.revokedAt ?? null,
-    ]);
+    await this.#pool.query(
+      `INSERT INTO api_keys (${API_KEY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+      [
+        key.id,
+        key.name,
+        key.hash,
+        key.hint,
+        key.scopes,
+        key.createdAt,
+        key.expiresAt ?? null,
+        key.revokedAt ?? null,
+        key.lastUsedAt ?? null,
+      ],
+    );
   }
 
   async importBatch(keys: readonly ApiKeyRecord[]): Promise<number> {
+    // Scopes travel as one space-separated text per key: unnest cannot take an array of arrays of
+    // different lengths.
     const { rowCount } = await this.#pool.query(
       `INSERT INTO api_keys (${API_KEY_COLUMNS})
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[])
+       SELECT id, name, hash, hint, string_to_array(scopes, ' '), created_at, expires_at, revoked_at, last_used_at
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[],
+                   $7::timestamptz[], $8::timestamptz[], $9::timestamptz[])
+         AS k (id, name, hash, hint, scopes, created_at, expires_at, revoked_at, last_used_at)
        ON CONFLICT (id) DO UPDATE SET revoked_at = excluded.revoked_at
        WHERE api_keys.revoked_at IS NULL AND excluded.revoked_at IS NOT NULL`,
       [
@@ -52,8 +70,11 @@ export class PostgresApiKeyStore implements ApiKeyStore {
         keys.map((k) => k.name),
         keys.map((k) => k.hash),
         keys.map((k) => k.hint),
+        keys.map((k) => k.scopes.join(' ')),
         keys.map((k) => k.createdAt),
+        keys.map((k) => k.expiresAt ?? null),
         keys.map((k) => k.revokedAt ?? null),
+        keys.map((k) => k.lastUsedAt ?? null),
       ],
     );
     return rowCount ?? 0;
@@ -66,6 +87,15 @@ export class PostgresApiKeyStore implements ApiKeyStore {
       values: [hash],
     });
     return rows[0] && toApiKey(rows[0]);
+  }
+
+  async recordLastUse(uses: readonly ApiKeyUse[]): Promise<void> {
+    await this.#pool.query(
+      `UPDATE api_keys AS k SET last_used_at = u.at
+       FROM unnest($1::text[], $2::timestamptz[]) AS u (hash, at)
+       WHERE k.hash = u.hash AND (k.last_used_at IS NULL OR k.last_used_at < u.at)`,
+      [uses.map((use) => use.hash), uses.map((use) => use.at)],
+    );
   }
 
   async list(): Promise<ApiKeyRecord[]> {

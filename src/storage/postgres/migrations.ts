@@ -74,6 +74,13 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
      PRIMARY KEY (api_key_hash, key)
    );
    CREATE INDEX order_idempotency_keys_created_at ON order_idempotency_keys (created_at);`,
+  // API key scopes and lifetimes (DECISIONS.md). Keys that exist keep working with all four scopes (a
+  // constant default: no table rewrite), while a key inserted without scopes has none.
+  `ALTER TABLE api_keys
+     ADD COLUMN scopes       text[] NOT NULL DEFAULT ARRAY['pets:read', 'pets:write', 'orders:read', 'orders:write'],
+     ADD COLUMN expires_at   timestamptz,
+     ADD COLUMN last_used_at timestamptz;
+   ALTER TABLE api_keys ALTER COLUMN scopes SET DEFAULT '{}';`,
 ];
 
 /**

@@ -1,13 +1,34 @@
 import type Database from 'better-sqlite3';
-import type { ApiKeyRecord, ApiKeyStore } from '../../domain/storage.js';
+import { type ApiKeyScope, isApiKeyScope } from '../../domain/api-keys.js';
+import type { ApiKeyRecord, ApiKeyStore, ApiKeyUse } from '../../domain/storage.js';
 
 interface ApiKeyRow {
   id: string;
   name: string;
   hash: string;
   hint: string;
+  /** Space-separated (RFC 6749 §3.3). */
+  scopes: string;
   created_at: string;
+  expires_at: string | null;
   revoked_at: string | null;
+  last_used_at: string | null;
+}
+
+const instant = (text: string | null) => (text === null ? undefined : new Date(text));
+
+/**
+ * Scope lists as stored, parsed once each: a key is read on every request here (found keys are not
+ * cached on SQLite), and there are at most 16 different lists. Each record gets its own copy.
+ */
+const parsedScopes = new Map<string, readonly ApiKeyScope[]>();
+function scopesOf(text: string): ApiKeyScope[] {
+  let scopes = parsedScopes.get(text);
+  if (scopes === undefined) {
+    scopes = text.split(' ').filter(isApiKeyScope);
+    if (parsedScopes.size < 64) parsedScopes.set(text, scopes);
+  }
+  return [...scopes];
 }
 
 const toApiKey = (row: ApiKeyRow): ApiKeyRecord => ({
@@ -15,8 +36,11 @@ const toApiKey = (row: ApiKeyRow): ApiKeyRecord => ({
   name: row.name,
   hash: row.hash,
   hint: row.hint,
+  scopes: scopesOf(row.scopes),
   createdAt: new Date(row.created_at),
-  revokedAt: row.revoked_at === null ? undefined : new Date(row.revoked_at),
+  expiresAt: instant(row.expires_at),
+  revokedAt: instant(row.revoked_at),
+  lastUsedAt: instant(row.last_used_at),
 });
 
 const toApiKeyRow = (key: ApiKeyRecord): ApiKeyRow => ({
@@ -24,14 +48,17 @@ const toApiKeyRow = (key: ApiKeyRecord): ApiKeyRow => ({
   name: key.name,
   hash: key.hash,
   hint: key.hint,
+  scopes: key.scopes.join(' '),
   created_at: key.createdAt.toISOString(),
+  expires_at: key.expiresAt?.toISOString() ?? null,
   revoked_at: key.revokedAt?.toISOString() ?? null,
+  last_used_at: key.lastUsedAt?.toISOString() ?? null,
 });
 
-const INSERT_API_KEY = `INSERT INTO api_keys (id, name, hash, hint, created_at, revoked_at)
-  VALUES (@id, @name, @hash, @hint, @created_at, @revoked_at)`;
+const INSERT_API_KEY = `INSERT INTO api_keys (id, name, hash, hint, scopes, created_at, expires_at, revoked_at, last_used_at)
+  VALUES (@id, @name, @hash, @hint, @scopes, @created_at, @expires_at, @revoked_at, @last_used_at)`;
 
-/** API keys on SQLite; instants as ISO 8601 text. */
+/** API keys on SQLite; instants as ISO 8601 text (which sorts as the instants do). */
 export class SqliteApiKeyStore implements ApiKeyStore {
   readonly #db: Database.Database;
   readonly #byHash: Database.Statement<[string], ApiKeyRow>;
@@ -60,6 +87,15 @@ export class SqliteApiKeyStore implements ApiKeyStore {
   async findActiveByHash(hash: string): Promise<ApiKeyRecord | undefined> {
     const row = this.#byHash.get(hash);
     return row && toApiKey(row);
+  }
+
+  async recordLastUse(uses: readonly ApiKeyUse[]): Promise<void> {
+    const update = this.#db.prepare<[{ at: string; hash: string }]>(
+      'UPDATE api_keys SET last_used_at = @at WHERE hash = @hash AND (last_used_at IS NULL OR last_used_at < @at)',
+    );
+    this.#db.transaction(() => {
+      for (const { hash, at } of uses) update.run({ at: at.toISOString(), hash });
+    })();
   }
 
   async list(): Promise<ApiKeyRecord[]> {

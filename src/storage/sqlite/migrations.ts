@@ -70,6 +70,12 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
      PRIMARY KEY (api_key_hash, key)
    );
    CREATE INDEX order_idempotency_keys_created_at ON order_idempotency_keys (created_at);`,
+  // API key scopes and lifetimes (DECISIONS.md). Scopes are space-separated (RFC 6749 §3.3); keys that
+  // exist keep working with all four, while a key inserted without scopes has none. Instants as text.
+  `ALTER TABLE api_keys ADD COLUMN scopes TEXT NOT NULL DEFAULT '';
+   UPDATE api_keys SET scopes = 'pets:read pets:write orders:read orders:write';
+   ALTER TABLE api_keys ADD COLUMN expires_at TEXT;
+   ALTER TABLE api_keys ADD COLUMN last_used_at TEXT;`,
 ];
 
 /** Brings the schema up to date; resolves to the versions before and after. */
