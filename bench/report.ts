@@ -126,8 +126,10 @@ export function renderReport(run: Run): string {
 
   if (Object.keys(run.bareQueries).length > 0) {
     lines.push('### PostgreSQL against its bare queries (same driver and pool, no HTTP)', '');
-    lines.push('| pets | scenario | service req/s | bare queries/s | service ÷ bare |');
-    lines.push('| ---: | --- | ---: | ---: | ---: |');
+    lines.push(
+      '| pets | scenario | service req/s | bare queries/s | service ÷ bare | service CPU µs/req | bare CPU µs/query (Node side) |',
+    );
+    lines.push('| ---: | --- | ---: | ---: | ---: | ---: | ---: |');
     for (const [size, bare] of Object.entries(run.bareQueries)) {
       for (const scenario of ['get', 'list']) {
         const row = run.rows.find(
@@ -136,7 +138,7 @@ export function renderReport(run: Run): string {
         const queries = bare[scenario] ?? Number.NaN;
         if (row) {
           lines.push(
-            `| ${sizeLabel(Number(size))} | ${scenario} | ${Math.round(row.requestsPerSecond)} | ${queries} | ${fixed(row.requestsPerSecond / queries, 2)} |`,
+            `| ${sizeLabel(Number(size))} | ${scenario} | ${Math.round(row.requestsPerSecond)} | ${queries} | ${fixed(row.requestsPerSecond / queries, 2)} | ${fixed(row.cpuMicrosPerRequest, 0)} | ${bare[`${scenario}CpuMicros`] ?? '–'} |`,
           );
         }
       }
