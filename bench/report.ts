@@ -3,8 +3,11 @@
 export interface Row {
   scenario: string;
   target: string;
-  /** reference: bare node:http; floor: bare Fastify; both answer fixed bytes, whatever the data size. */
-  backend: 'reference' | 'floor' | 'sqlite' | 'postgres';
+  /**
+   * reference: bare node:http; floor: bare Fastify; both answer fixed bytes, whatever the data size.
+   * express: the hand-written Express + better-sqlite3 version (bench/express-baseline.ts).
+   */
+  backend: 'reference' | 'floor' | 'sqlite' | 'postgres' | 'express';
   size: number;
   requestsPerSecond: number;
   p50: number;
@@ -14,7 +17,18 @@ export interface Row {
   peakRssMiB: number;
   /** The server's CPU time (user + system) per answered request, in microseconds. */
   cpuMicrosPerRequest: number;
+  /** The load generator's (wrk's) CPU time per request, in microseconds (absent in older runs). */
+  generatorCpuMicrosPerRequest?: number;
+  /** The generator's CPU time over the run's wall-clock time: 1 is one core, all of it. */
+  generatorBusy?: number;
 }
+
+/**
+ * A generator busier than this was (or was about to be) the limit: its target's figure, and any
+ * ratio involving it, is not a measurement of the target.
+ */
+export const GENERATOR_SATURATED = 0.9;
+const saturated = (row: Row | undefined) => (row?.generatorBusy ?? 0) >= GENERATOR_SATURATED;
 
 export interface Run {
   date: string;
@@ -23,6 +37,10 @@ export interface Run {
   workers: number;
   connections: number;
   seconds: number;
+  /** The load generator and how it ran (absent in runs made with autocannon). */
+  generator?: string;
+  /** The machine's 1-minute load average when the run started and when it ended. */
+  loadAverage?: [number, number];
   rows: Row[];
   /** PostgreSQL: the same SQL through the same driver and pool, without HTTP, in queries/s, by size. */
   bareQueries: Record<string, Record<string, number>>;
@@ -36,23 +54,35 @@ export function renderReport(run: Run): string {
     `Date: ${run.date}. Command: \`${run.command}\`.`,
     '',
     `Machine: ${run.machine.nproc} cores (${run.machine.cpu}), ${run.machine.memoryGiB} GiB memory, Node.js ${run.machine.node}; ` +
-      `${run.connections} connections, ${run.seconds} s per run, ${run.workers} worker(s) per service.`,
+      `${run.connections} connections, ${run.seconds} s per run, ${run.workers} worker(s) per service.` +
+      (run.generator ? ` Load generator: ${run.generator}.` : '') +
+      (run.loadAverage
+        ? ` Load average (1 min): ${fixed(run.loadAverage[0], 2)} at the start, ${fixed(run.loadAverage[1], 2)} at the end.`
+        : ''),
+    '',
+    `A ratio is struck out as not valid where the load generator used ${GENERATOR_SATURATED * 100}% or more of a core ` +
+      '(for that target or for the reference it is compared with): the generator, not the target, was then the limit.',
     '',
   ];
   const scenarios = [...new Set(run.rows.map((row) => row.scenario))];
   for (const scenario of scenarios) {
     lines.push(`### ${scenario}`, '');
     lines.push(
-      '| target | pets | req/s | × reference | p50 ms | p99 ms | non-2xx | peak RSS MiB | CPU µs/req |',
+      '| target | pets | req/s | × reference | p50 ms | p99 ms | non-2xx | peak RSS MiB | CPU µs/req | wrk CPU µs/req | wrk busy |',
     );
-    lines.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+    lines.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
     for (const row of run.rows.filter((r) => r.scenario === scenario)) {
       const reference = run.rows.find(
         (r) => r.scenario === scenario && r.size === row.size && r.backend === 'reference',
       );
       const ratio = reference ? row.requestsPerSecond / reference.requestsPerSecond : Number.NaN;
+      const valid = !saturated(row) && !saturated(reference);
+      const generator =
+        row.generatorCpuMicrosPerRequest === undefined
+          ? '– | –'
+          : `${fixed(row.generatorCpuMicrosPerRequest, 1)} | ${fixed((row.generatorBusy ?? 0) * 100, 0)}%${saturated(row) ? ' **saturated**' : ''}`;
       lines.push(
-        `| ${row.target} | ${row.backend === 'reference' || row.backend === 'floor' ? '–' : sizeLabel(row.size)} | ${Math.round(row.requestsPerSecond)} | ${fixed(ratio, 2)} | ${row.p50} | ${row.p99} | ${row.non2xx} | ${fixed(row.peakRssMiB, 0)} | ${fixed(row.cpuMicrosPerRequest, 0)} |`,
+        `| ${row.target} | ${row.backend === 'reference' || row.backend === 'floor' ? '–' : sizeLabel(row.size)} | ${Math.round(row.requestsPerSecond)} | ${valid ? fixed(ratio, 2) : `~~${fixed(ratio, 2)}~~ not valid`} | ${fixed(row.p50, 2)} | ${fixed(row.p99, 2)} | ${row.non2xx} | ${fixed(row.peakRssMiB, 0)} | ${fixed(row.cpuMicrosPerRequest, 0)} | ${generator} |`,
       );
     }
     lines.push('');
@@ -96,8 +126,10 @@ export function renderReport(run: Run): string {
 
   if (Object.keys(run.bareQueries).length > 0) {
     lines.push('### PostgreSQL against its bare queries (same driver and pool, no HTTP)', '');
-    lines.push('| pets | scenario | service req/s | bare queries/s | service ÷ bare |');
-    lines.push('| ---: | --- | ---: | ---: | ---: |');
+    lines.push(
+      '| pets | scenario | service req/s | bare queries/s | service ÷ bare | service CPU µs/req | bare CPU µs/query (Node side) |',
+    );
+    lines.push('| ---: | --- | ---: | ---: | ---: | ---: | ---: |');
     for (const [size, bare] of Object.entries(run.bareQueries)) {
       for (const scenario of ['get', 'list']) {
         const row = run.rows.find(
@@ -106,7 +138,7 @@ export function renderReport(run: Run): string {
         const queries = bare[scenario] ?? Number.NaN;
         if (row) {
           lines.push(
-            `| ${sizeLabel(Number(size))} | ${scenario} | ${Math.round(row.requestsPerSecond)} | ${queries} | ${fixed(row.requestsPerSecond / queries, 2)} |`,
+            `| ${sizeLabel(Number(size))} | ${scenario} | ${Math.round(row.requestsPerSecond)} | ${queries} | ${fixed(row.requestsPerSecond / queries, 2)} | ${fixed(row.cpuMicrosPerRequest, 0)} | ${bare[`${scenario}CpuMicros`] ?? '–'} |`,
           );
         }
       }

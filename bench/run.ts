@@ -7,25 +7,28 @@
  *
  * Each target is its own process: the reference (bench/reference-server.ts, bare node:http with fixed
  * bytes) and the real `petstore serve` on each backend, seeded through the bulk path (`petstore seed`,
- * i.e. createMany, not HTTP). Load comes from another process (bench/load.ts, autocannon) on 127.0.0.1
- * only, for a bounded time. For every scenario the reference and the services run back to back, so the
+ * i.e. createMany, not HTTP), and on SQLite a hand-written Express + better-sqlite3 version of the same
+ * operations (bench/express-baseline.ts). Load comes from wrk (bench/load.ts: C, one thread, its own
+ * process) on 127.0.0.1 only, for a bounded time; its CPU is measured beside the target's, and a ratio is
+ * marked not valid when the generator was the limit. For every scenario the reference and the services run back to back, so the
  * ratios compare runs made under the same conditions on a shared machine. Results go to
- * bench/results/*.json (not committed); a full run also rewrites docs/benchmarks.md.
+ * bench/results/*.json (not committed) and docs/benchmarks.md: a full run rewrites its main table, a
+ * narrower one (--quick) the section of the latest partial run.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { availableParallelism, cpus, tmpdir, totalmem } from 'node:os';
+import { availableParallelism, cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import type { Result } from 'autocannon';
 import { loadConfig } from '../src/config/config.js';
 import { CursorCodec } from '../src/domain/paging.js';
 import { openStorage } from '../src/storage/open-storage.js';
 import { adminQuery, createDatabase, type ThrowawayDatabase } from '../support/postgres-admin.js';
 import { startServe } from '../support/service-process.js';
+import { ensureWrk, type LoadResult, runLoad } from './load.js';
 import { type Row, renderReport } from './report.js';
 import { type Dataset, type LoadSpec, SCENARIOS, type Scenario, trafficFor } from './scenarios.js';
 
@@ -42,6 +45,8 @@ const { values: args } = parseArgs({
     sizes: { type: 'string' },
     seconds: { type: 'string' },
     connections: { type: 'string', default: '32' },
+    /** Pins wrk to the last CPU and each target to the others (taskset). */
+    pin: { type: 'boolean', default: false },
     scenarios: { type: 'string', default: SCENARIOS.join(',') },
     'log-level': { type: 'string' },
     env: { type: 'string', multiple: true, default: [] },
@@ -59,6 +64,10 @@ const { values: args } = parseArgs({
   },
 });
 const quick = args.quick as boolean;
+const pin = args.pin as boolean;
+/** With --pin: wrk runs on the last CPU, every target on the others. */
+const GENERATOR_CPU = String(availableParallelism() - 1);
+const TARGET_CPUS = availableParallelism() > 2 ? `0-${availableParallelism() - 2}` : '0';
 const workers = Number(args.workers);
 const connections = Number(args.connections);
 const seconds = Number(args.seconds ?? (quick ? 2 : 10));
@@ -146,6 +155,18 @@ function stop(child: ChildProcess): Promise<void> {
   });
 }
 
+/** With --pin, moves a target (every thread of it and of its children) to TARGET_CPUS. */
+function pinTarget(pid: number): void {
+  if (!pin) return;
+  runToEnd('taskset', ['-a', '-p', '-c', TARGET_CPUS, String(pid)], process.env);
+  try {
+    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+    for (const child of children ? children.split(/\s+/) : []) pinTarget(Number(child));
+  } catch {
+    // exited meanwhile
+  }
+}
+
 /** Resident memory of a process and its children (the workers of `serve --workers`), in bytes. */
 function residentBytes(pid: number): number {
   try {
@@ -221,6 +242,7 @@ async function startService(
   });
   const { url, child } = service;
   await waitUntilUp(url, child);
+  pinTarget(child.pid as number);
   const name = `${backend}${workers > 1 ? ` ×${workers} workers` : ''}`;
   return {
     name,
@@ -238,7 +260,7 @@ async function load(
   target: Target,
   scenario: Scenario,
   duration: number,
-): Promise<Result & { peakRss: number; cpuMicros: number }> {
+): Promise<LoadResult & { peakRss: number; cpuMicros: number }> {
   const spec: LoadSpec = {
     url: target.url,
     key: target.key,
@@ -253,25 +275,45 @@ async function load(
     peakRss = Math.max(peakRss, residentBytes(pid));
   }, 100);
   try {
-    const output = await new Promise<string>((resolve, reject) => {
-      const child = spawn(process.execPath, [...TSX, join(ROOT, 'bench/load.ts'), JSON.stringify(spec)], {
-        cwd: ROOT,
-        stdio: ['ignore', 'pipe', 'inherit'],
-      });
-      let stdout = '';
-      child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-        stdout += chunk;
-      });
-      child.on('close', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`load exited ${code}`))));
-    });
+    const result = await runLoad(spec, pin ? GENERATOR_CPU : undefined);
     return {
-      ...(JSON.parse(output) as Result),
+      ...result,
       peakRss: Math.max(peakRss, residentBytes(pid)),
       cpuMicros: cpuMicros(pid) - cpuBefore,
     };
   } finally {
     clearInterval(sampler);
   }
+}
+
+/** What the Express version implements (its cursors are its own, so it has no deep pages). */
+const EXPRESS_SCENARIOS: ReadonlySet<Scenario> = new Set(['list', 'list-status', 'get', 'create']);
+
+/** The hand-written Express + better-sqlite3 version (bench/express-baseline.ts) on the same file. */
+async function startExpress(database: ThrowawayDatabase, dataset: Dataset): Promise<Target> {
+  const port = await freePort();
+  const child = spawn(
+    process.execPath,
+    [...TSX, 'bench/express-baseline.ts', String(port), database.url.replace(/^sqlite:/, '')],
+    {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, PETSTORE_API_KEYS: KEY },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  await waitUntilUp(url, child);
+  pinTarget(child.pid as number);
+  return {
+    name: 'express + better-sqlite3 (by hand)',
+    key: KEY,
+    backend: 'express',
+    size: dataset.size,
+    url,
+    child,
+    stop: () => stop(child),
+    dataset,
+  };
 }
 
 function bare(database: ThrowawayDatabase, size: number): Record<string, number> {
@@ -292,6 +334,8 @@ async function postgresReachable(): Promise<boolean> {
 }
 
 async function main(): Promise<void> {
+  ensureWrk(log);
+  const loadBefore = loadavg()[0] as number;
   log('building (tsc)');
   runToEnd(
     process.execPath,
@@ -325,6 +369,7 @@ async function main(): Promise<void> {
           [floor, 'fastify floor (fixed bytes)', 'floor'],
         ] as const) {
           await waitUntilUp(baseline.url, baseline.child);
+          pinTarget(baseline.child.pid as number);
           targets.push({
             name,
             key: KEY,
@@ -339,7 +384,9 @@ async function main(): Promise<void> {
         for (const backend of backends) {
           const database = await newDatabase(backend);
           databases.push(database);
-          targets.push(await startService(backend, size, database));
+          const service = await startService(backend, size, database);
+          targets.push(service);
+          if (backend === 'sqlite') targets.push(await startExpress(database, service.dataset));
           if (backend === 'postgres') {
             log(`postgres: bare queries, ${size} pets`);
             bareQueries[String(size)] = bare(database, size);
@@ -347,20 +394,24 @@ async function main(): Promise<void> {
         }
         for (const scenario of scenarios) {
           for (const target of targets) {
+            if (target.backend === 'express' && !EXPRESS_SCENARIOS.has(scenario)) continue;
             if (!quick) await load(target, scenario, 1); // warm-up: JIT, caches, connection pools
             log(`${scenario}: ${target.name}, ${size} pets, ${seconds} s`);
             const result = await load(target, scenario, seconds);
+            const requests = Math.max(1, result.requests);
             rows.push({
               scenario,
               target: target.name,
               backend: target.backend,
               size,
-              requestsPerSecond: result.requests.average,
-              p50: result.latency.p50,
-              p99: result.latency.p99,
-              non2xx: result.non2xx + result.errors + result.timeouts,
+              requestsPerSecond: result.requestsPerSecond,
+              p50: result.p50,
+              p99: result.p99,
+              non2xx: result.non2xx,
               peakRssMiB: result.peakRss / 2 ** 20,
-              cpuMicrosPerRequest: result.cpuMicros / Math.max(1, result.requests.total),
+              cpuMicrosPerRequest: result.cpuMicros / requests,
+              generatorCpuMicrosPerRequest: result.generatorCpuMicros / requests,
+              generatorBusy: result.generatorCpuMicros / result.wallMicros,
             });
           }
         }
@@ -389,6 +440,8 @@ async function main(): Promise<void> {
     workers,
     connections,
     seconds,
+    generator: `wrk, 1 thread${pin ? `, pinned to CPU ${GENERATOR_CPU} (targets on ${TARGET_CPUS})` : ''}`,
+    loadAverage: [loadBefore, loadavg()[0] as number] as [number, number],
     rows,
     bareQueries,
   };
@@ -397,32 +450,41 @@ async function main(): Promise<void> {
   writeFileSync(file, `${JSON.stringify(run, null, 2)}\n`);
   const report = renderReport(run);
   process.stdout.write(report);
+  // A full run replaces the table the analysis refers to; any narrower one (--quick, some scenarios
+  // or sizes) lands in a section of its own below it, so a smoke run never overwrites the full figures.
   const complete = !quick && scenarios.length === SCENARIOS.length && sizes.length > 1;
-  if (complete) writeLatestTable(report);
-  log(`results: ${file}${complete ? ', docs/benchmarks.md' : ''}`);
+  writeTable(report, complete ? FULL : PARTIAL);
+  log(`results: ${file}, docs/benchmarks.md (${complete ? 'the full table' : 'the latest partial run'})`);
 }
 
-const START = '<!-- bench:start (written by npm run bench) -->';
-const END = '<!-- bench:end -->';
+const FULL = { start: '<!-- bench:start (written by npm run bench) -->', end: '<!-- bench:end -->' };
+const PARTIAL = {
+  start: '<!-- bench:partial:start (written by npm run bench -- --quick, or any narrower run) -->',
+  end: '<!-- bench:partial:end -->',
+};
 
-/** Replaces the generated part of docs/benchmarks.md, keeping the analysis written around it. */
-function writeLatestTable(report: string): void {
+/** Replaces one generated part of docs/benchmarks.md, keeping the analysis written around it. */
+function writeTable(report: string, section: typeof FULL): void {
   const path = join(ROOT, 'docs/benchmarks.md');
   let doc: string;
   try {
     doc = readFileSync(path, 'utf8');
   } catch {
-    doc = `# Benchmarks\n\n${START}\n${END}\n`;
+    doc = '# Benchmarks\n';
   }
-  const [before, rest] = doc.split(START);
-  const after = rest?.split(END)[1] ?? '\n';
-  writeFileSync(path, `${before}${START}\n${report}${END}${after}`);
+  if (!doc.includes(section.start)) {
+    const heading = section === PARTIAL ? '\n## The latest partial run\n\n' : '\n';
+    doc = `${doc.trimEnd()}\n${heading}${section.start}\n${section.end}\n`;
+  }
+  const [before, rest] = doc.split(section.start);
+  const after = rest?.split(section.end)[1] ?? '\n';
+  writeFileSync(path, `${before}${section.start}\n${report}${section.end}${after}`);
 }
 
 if (args.render) {
   const report = renderReport(JSON.parse(readFileSync(args.render as string, 'utf8')));
   process.stdout.write(report);
-  writeLatestTable(report);
+  writeTable(report, FULL);
 } else {
   await main();
 }

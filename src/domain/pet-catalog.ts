@@ -16,6 +16,13 @@ export interface PetPage {
   nextCursor?: string;
 }
 
+/** A page as the JSON array the API sends, written by the store (PetPageJson). */
+export interface PetPageAsJson {
+  json: string;
+  /** The cursor of the following page; absent on the last page. */
+  nextCursor?: string;
+}
+
 /** What is stored for a pet a client sent: its status defaults to available. */
 export const newPetRecord = (pet: NewPet): PetRecordInput => ({
   name: pet.name,
@@ -56,6 +63,18 @@ export class PetCatalog {
   }
 
   /**
+   * The same page as `list`, as the JSON the API sends, written by the store: the rows never become
+   * JavaScript objects to be serialised again.
+   */
+  async listJson(query: PetQuery): Promise<PetPageAsJson> {
+    const limit = query.limit ?? DEFAULT_PAGE_SIZE;
+    const afterId = query.cursor ? this.#cursors.decode(query.cursor, { status: query.status }).afterId : 0n;
+    const { json, lastIdIfMore } = await this.#store.listJson({ afterId, status: query.status, limit });
+    if (lastIdIfMore === undefined) return { json };
+    return { json, nextCursor: this.#cursors.encode({ afterId: lastIdIfMore, status: query.status }) };
+  }
+
+  /**
    * createPet. With an Idempotency-Key (draft-ietf-httpapi-idempotency-key-header), the first request
    * creates the pet; a retry with the same key and body within the window gets that same pet back and
    * creates nothing; the same key with a different body is refused. With or without a key, the create
@@ -78,5 +97,10 @@ export class PetCatalog {
 
   find(id: bigint): Promise<Pet | undefined> {
     return this.#store.findById(id);
+  }
+
+  /** The pet as the JSON object the API sends, written by the store; undefined when there is none. */
+  findJson(id: bigint): Promise<string | undefined> {
+    return this.#store.findJsonById(id);
   }
 }

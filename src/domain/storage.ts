@@ -55,6 +55,19 @@ export interface PetListQuery {
   limit: number;
 }
 
+/**
+ * A page of pets as the bytes the API sends, written by the database: a JSON array of the Pet objects,
+ * properties in the schema's order, int64 values as exact digits, strings escaped as JSON.stringify
+ * escapes them. Byte for byte what the response schema's serialiser makes of the same rows
+ * (test/storage/storage-contract.ts compares them), without turning each row into JavaScript values.
+ */
+export interface PetPageJson {
+  /** JSON array of at most `limit` pets, in ascending id order. */
+  json: string;
+  /** While more pets follow the page: the id of its last pet (the next page's keyset position). */
+  lastIdIfMore: bigint | undefined;
+}
+
 /** A pet to create, with the Idempotency-Key claim it was sent with, if any. */
 export interface PetCreation {
   pet: PetRecordInput;
@@ -80,8 +93,12 @@ export interface PetStore {
   /** Stores several new pets in one transaction (one durable commit); resolves to them, in order, with their ids. */
   createMany(pets: readonly PetRecordInput[]): Promise<Pet[]>;
   findById(id: bigint): Promise<Pet | undefined>;
+  /** The pet as the JSON object the API sends (see PetPageJson), or undefined. */
+  findJsonById(id: bigint): Promise<string | undefined>;
   /** Pets in ascending id order. Without a status, also how migrate-data reads every pet, batch by batch. */
   list(query: PetListQuery): Promise<Pet[]>;
+  /** The page `list` would return, as the JSON the API sends, and whether more pets follow it. */
+  listJson(query: PetListQuery): Promise<PetPageJson>;
   count(): Promise<number>;
   /**
    * Stores pets copied from another database, ids kept, in one transaction. A pet whose id is already

@@ -59,8 +59,9 @@ export class RequestLog extends LogController {
   readonly #logSuccesses: boolean;
 
   /**
-   * `logSuccesses` false (LOG_REQUESTS=false) keeps only the lines of requests that errored: writing a
-   * line per request took 17% of the CPU of a `get` and 25% of a `create` (docs/benchmarks.md).
+   * `logSuccesses` false (LOG_REQUESTS=false) keeps only the lines of requests that errored: with the
+   * lines written in batches (app.ts), a line per request takes 8 to 10% of the CPU of a `get` or a
+   * `list` (docs/benchmarks.md).
    */
   constructor(logSuccesses = true) {
     // Every line a request logs carries its id, the one echoed in X-Request-Id.

