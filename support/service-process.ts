@@ -43,13 +43,25 @@ function newestFile(dir: string): number {
 /**
  * Whether dist/ was built after the last change under src/. The tests start hundreds of child
  * processes; through tsx each costs about twice the CPU of the build, which made the suite twice as
- * slow. `npm test` builds first (incrementally: only what changed is written again), so the build is
- * normally current; a stale one is never used.
+ * slow. `npm test` builds first, incrementally: tsc writes again only the files whose source changed, so
+ * the build stamps dist/.tsbuildinfo each time it succeeds (package.json), and that stamp is what is
+ * compared (a source saved unchanged, as `client:generate` does, leaves its output untouched). A stale
+ * build is never used.
  */
 function isBuildCurrent(): boolean {
   buildIsCurrent ??=
-    existsSync(ENTRY.built[0]) && newestFile(join(REPO_ROOT, 'dist')) >= newestFile(join(REPO_ROOT, 'src'));
+    existsSync(ENTRY.built[0]) &&
+    modified(join(REPO_ROOT, 'dist/.tsbuildinfo')) >= newestFile(join(REPO_ROOT, 'src'));
   return buildIsCurrent;
+}
+
+/** When `path` was last modified, or 0 when it does not exist. */
+function modified(path: string): number {
+  try {
+    return statSync(path).mtimeMs;
+  } catch {
+    return 0;
+  }
 }
 
 function entryArgs(entry: Entry): readonly string[] {
