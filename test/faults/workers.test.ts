@@ -47,9 +47,21 @@ function workersOf(primary: CliProcess): number[] {
       .trim()
       .split(/\s+/)
       .filter(Boolean)
-      .map(Number);
+      .map(Number)
+      .filter(isAlive);
   } catch {
     return [];
+  }
+}
+
+/** A killed worker stays a child, as a zombie, until the primary reaps it: it is not a worker. */
+function isAlive(pid: number): boolean {
+  try {
+    // /proc/<pid>/stat: "pid (comm) state …"; the name may hold spaces, so read after its last ")".
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^ [ZX]/.test(stat.slice(stat.lastIndexOf(')') + 1));
+  } catch {
+    return false; // gone already
   }
 }
 
