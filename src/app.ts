@@ -154,7 +154,7 @@ const REQUEST_LINE_END = '"msg":"request"}\n';
  * stdout, written asynchronously, with the one line per answered request written in batches: those
  * lines gather in memory until 4 KiB or 100 ms, then go out in one write off the request path instead
  * of one write each. Every other line (start-up, warnings, errors, errored requests, shutdown) is
- * written at once, as before. The buffer is written out synchronously when the process exits, by a
+ * handed to the (asynchronous) write at once, never held for a batch. The buffer is written out synchronously when the process exits, by a
  * shutdown, process.exit or an uncaught exception (pino's exit handler, flushSync). What this trades:
  * a process killed outright (SIGKILL, the kernel's OOM killer, a power loss) loses the request lines of
  * its last 100 ms at most; the README says so.

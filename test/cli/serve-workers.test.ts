@@ -66,13 +66,18 @@ for (const backend of backends) {
       await database?.drop();
     });
 
+    // Each worker logs where it listens (written asynchronously) and then tells the primary, which
+    // says so on stderr: the two workers' lines can reach stdout a moment after the primary's.
     const workerPids = () =>
-      jsonLines(serve.stdout)
-        .filter((line) => String(line.msg).startsWith('Server listening at'))
-        .map((line) => line.pid as number);
+      poll('both workers to log where they listen', () => {
+        const pids = jsonLines(serve.stdout)
+          .filter((line) => String(line.msg).startsWith('Server listening at'))
+          .map((line) => line.pid as number);
+        return pids.length >= 2 ? pids : undefined;
+      });
 
     test('when requests arrive on new connections, then two worker processes on one port serve them', async () => {
-      const workers = workerPids();
+      const workers = await workerPids();
       assert.equal(new Set(workers).size, 2, 'two distinct workers listen');
       assert.ok(!workers.includes(serve.child.pid as number), 'the primary itself serves nothing');
 
@@ -133,7 +138,7 @@ for (const backend of backends) {
     });
 
     test('when the primary gets SIGTERM, then every worker drains and it exits 0', async () => {
-      const workers = workerPids();
+      const workers = await workerPids();
       serve.signal('SIGTERM');
       const result = await serve.exitStatus();
       assert.equal(result.code, 0, serve.output());
