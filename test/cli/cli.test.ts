@@ -127,6 +127,8 @@ function refusesConnections(portNumber: number): Promise<boolean> {
     });
     socket.once('error', (error: NodeJS.ErrnoException) => {
       if (error.code === 'ECONNREFUSED') resolve(true);
+      // Caught in the listening socket's backlog as it closed: look again, until it is refused.
+      else if (error.code === 'ECONNRESET') resolve(false);
       else reject(error);
     });
   });
