@@ -11,7 +11,7 @@ export type ApiKeyScope = (typeof API_KEY_SCOPES)[number];
 export const isApiKeyScope = (value: string): value is ApiKeyScope =>
   (API_KEY_SCOPES as readonly string[]).includes(value);
 
-/** A key's scopes from a comma-separated list (`pets:read,orders:write`): each known, none twice, at least one. */
+/** A key's scopes from a comma-separated list (`pets:read,orders:write`): each known, at least one; a repeat counts once. */
 export function parseScopes(list: string): ApiKeyScope[] {
   const names = list.split(',').map((name) => name.trim());
   if (names.some((name) => name === ''))

@@ -10,12 +10,6 @@ export interface PetQuery {
   cursor?: string | undefined;
 }
 
-export interface PetPage {
-  pets: Pet[];
-  /** The cursor of the following page; absent on the last page. */
-  nextCursor?: string;
-}
-
 /** A page as the JSON array the API sends, written by the store (PetPageJson). */
 export interface PetPageAsJson {
   json: string;
@@ -50,21 +44,10 @@ export class PetCatalog {
     this.#now = now;
   }
 
-  /** Ascending id order: keyset paging visits each pet once, whatever is created meanwhile. */
-  async list(query: PetQuery): Promise<PetPage> {
-    const limit = query.limit ?? DEFAULT_PAGE_SIZE;
-    const afterId = query.cursor ? this.#cursors.decode(query.cursor, { status: query.status }).afterId : 0n;
-    // One row more than asked tells whether a next page exists without a COUNT.
-    const pets = await this.#store.list({ afterId, status: query.status, limit: limit + 1 });
-    if (pets.length <= limit) return { pets };
-    pets.length = limit;
-    const last = pets[pets.length - 1] as Pet;
-    return { pets, nextCursor: this.#cursors.encode({ afterId: last.id, status: query.status }) };
-  }
-
   /**
-   * The same page as `list`, as the JSON the API sends, written by the store: the rows never become
-   * JavaScript objects to be serialised again.
+   * listPets: a page in ascending id order (keyset paging visits each pet once, whatever is created
+   * meanwhile), as the JSON the API sends, written by the store: the rows never become JavaScript
+   * objects to be serialised again.
    */
   async listJson(query: PetQuery): Promise<PetPageAsJson> {
     const limit = query.limit ?? DEFAULT_PAGE_SIZE;
@@ -95,11 +78,7 @@ export class PetCatalog {
     return { pet: created.pet, replayed: created.replayed };
   }
 
-  find(id: bigint): Promise<Pet | undefined> {
-    return this.#store.findById(id);
-  }
-
-  /** The pet as the JSON object the API sends, written by the store; undefined when there is none. */
+  /** getPet: the pet as the JSON object the API sends, written by the store; undefined when there is none. */
   findJson(id: bigint): Promise<string | undefined> {
     return this.#store.findJsonById(id);
   }
