@@ -52,7 +52,12 @@ describe('the OpenAPI contract check', () => {
   test('when a body breaks its schema, then the check rejects it', () => {
     assert.throws(check('GET', '/v1/pets/1', 200, JSON.stringify({ id: 1 })), /does not match/);
     assert.throws(
-      check('GET', '/v1/pets/1', 200, JSON.stringify({ id: '1', name: 'Rex', categoryId: 1, status: 'available' })),
+      check(
+        'GET',
+        '/v1/pets/1',
+        200,
+        JSON.stringify({ id: '1', name: 'Rex', categoryId: 1, status: 'available' }),
+      ),
       /does not match/,
     );
     assert.throws(
