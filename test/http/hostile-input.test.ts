@@ -4,8 +4,9 @@ import { isDeepStrictEqual } from 'node:util';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { after, backends, before, test } from '../support/backends.js';
 import { integrityCheck, storedPets, tableNames } from '../support/db-inspect.js';
+import { assertError } from '../support/error-body.js';
 import { assertRawError, parseRawResponse, sendRaw } from '../support/raw-http.js';
-import { assertError, parseExact, rawRequest } from '../support/raw-json.js';
+import { parseExact, rawRequest } from '../support/raw-json.js';
 import { startTestServer, TEST_KEY, type TestResponse, type TestServer } from '../support/test-server.js';
 
 /**

@@ -2,9 +2,10 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { after, backends, before, test } from '../support/backends.js';
+import { assertError } from '../support/error-body.js';
 import { addAnimal, allOrders, animalStatus, type OrderBody, placeOrder } from '../support/orders.js';
 import { cursorOf, nextHref, toPath } from '../support/paging.js';
-import { assertError, rawRequest } from '../support/raw-json.js';
+import { rawRequest } from '../support/raw-json.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
 /**
