@@ -123,14 +123,12 @@ for (const backend of backends) {
           .map((id) => ({ text: `{"petId":${id}}`, valid: true, values: { petId: id }, offending: [] }));
       /** A valid id no animal has: the document's bodies mostly name small ids, which all exist. */
       const unknownAnimal = () =>
-        fc
-          .bigInt({ min: 1_000_000n, max: 2n ** 63n - 1n })
-          .map((id) => ({
-            text: `{"petId":${id}}`,
-            valid: true,
-            values: { petId: String(id) },
-            offending: [],
-          }));
+        fc.bigInt({ min: 1_000_000n, max: 2n ** 63n - 1n }).map((id) => ({
+          text: `{"petId":${id}}`,
+          valid: true,
+          values: { petId: String(id) },
+          offending: [],
+        }));
 
       test('when any NewOrder body derived from the document, or one naming an animal that exists, is POSTed, then never a 5xx; a refusal is an Error body that changes nothing; a 201 is the order placed and its animal pending', async () => {
         const newOrder = (
