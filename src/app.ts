@@ -115,7 +115,10 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
       await v1.register(shedLoad, { overload: config.overload });
       await v1.register(authentication, {
         verifier,
-        failures: config.authFailures ? new AuthFailureLimiter(config.authFailures) : undefined,
+        // The service's clock, which tests set: how long an address waits is a matter of time.
+        failures: config.authFailures
+          ? new AuthFailureLimiter(config.authFailures, () => now().getTime())
+          : undefined,
       });
       // Right after knowing the caller, before anything is validated or counted: 403 without the scope.
       await v1.register(scopes);

@@ -9,10 +9,13 @@ describe('failed authentications per client address', () => {
   let server: TestServer;
   let direct: TestServer;
   const from = (address: string) => ({ 'x-forwarded-for': address });
+  // The first server's clock stands still unless a test moves it: a wait is then an exact figure.
+  let clock = Date.parse('2026-01-01T00:00:00Z');
 
   before(async () => {
     server = await startTestServer({
       env: { AUTH_FAILURES_PER_MINUTE: String(FAILURES_PER_MINUTE), TRUSTED_PROXIES: '127.0.0.1' },
+      now: () => new Date(clock),
     });
     direct = await startTestServer({ env: { AUTH_FAILURES_PER_MINUTE: String(FAILURES_PER_MINUTE) } });
   });
@@ -31,8 +34,15 @@ describe('failed authentications per client address', () => {
       assert.equal(res.status, 429, res.text);
       assert.equal(res.json<{ code: string }>().code, 'rate_limited');
       assert.match(res.json<{ message: string }>().message, /failed authentications/);
-      assert.ok(Number(res.headers.get('retry-after')) >= 1, 'Retry-After in seconds');
+      // 5 a minute: the bucket gains a token every 12 s, and the clock has not moved.
+      assert.equal(res.headers.get('retry-after'), '12', 'Retry-After in seconds');
     }
+    clock += 11_999;
+    const early = await server.request('GET', '/v1/pets', { headers: from('203.0.113.7') });
+    assert.equal(early.headers.get('retry-after'), '1', 'a wait under a second is still one second');
+    clock += 1;
+    const waited = await server.request('GET', '/v1/pets', { headers: from('203.0.113.7') });
+    assert.equal(waited.status, 200, 'after Retry-After, the address is served again');
     const other = await server.request('GET', '/v1/pets', { headers: from('198.51.100.9') });
     assert.equal(other.status, 200, 'another client address is not affected');
     const probe = await server.request('GET', '/healthz', { key: null, headers: from('203.0.113.7') });
