@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import { after, backends, test } from '../support/backends.js';
-import { killAllCliProcesses, type ServeProcess, startServe } from '../support/cli.js';
+import { killAllCliProcesses, lostConnection, type ServeProcess, startServe } from '../support/cli.js';
 import { storedPets } from '../support/db-inspect.js';
 import { parseExact } from '../support/raw-json.js';
 
@@ -97,8 +97,10 @@ for (const backend of backends) {
                 body: `{"name":${JSON.stringify(pet.name)},"categoryId":${pet.categoryId},"status":"${pet.status}"}`,
               });
               text = await res.text();
-            } catch {
-              return; // the process is gone: this request's fate is unknown
+            } catch (error) {
+              // Only the kill ends a worker (the process is gone: this request's fate is unknown).
+              if (killed && lostConnection(error)) return;
+              throw error;
             }
             if (res.status !== 201) {
               refused.push({ name: pet.name, status: res.status, body: text });
