@@ -54,10 +54,14 @@ for (const backend of backends) {
     const key = newKey();
     const otherKey = newKey();
     let server: TestServer;
+    // The buckets read the service's clock: standing still, every figure below is exact.
+    const clock = Date.parse('2026-01-01T00:00:00Z');
+    const now = () => new Date(clock);
     before(async () => {
       server = await startTestServer({
         backend,
         env: { ...NO_REFILL, RATE_LIMIT_BURST: '3', PETSTORE_API_KEYS: `${key},${otherKey}` },
+        now,
       });
     });
     after(() => server.close());
@@ -87,9 +91,32 @@ for (const backend of backends) {
       const { policy, limit, retryAfter } = fields(refused);
       assert.equal(policy, '"per-key";q=3;w=300');
       assert.equal(limit, '"per-key";r=0;t=300');
-      // Seconds until one token is back: 100 at 0.01/s, less the instant since the last take.
-      assert.ok(Number(retryAfter) >= 99 && Number(retryAfter) <= 100, `Retry-After ${retryAfter}`);
+      // Seconds until one token is back: 100 at 0.01/s.
+      assert.equal(retryAfter, '100');
       assert.equal(await counterValue(server, 'petstore_rate_limited_total'), before + 1);
+    });
+
+    test('when the Retry-After has passed, then one token is back, and no more', async () => {
+      const refillKey = newKey();
+      // A clock of its own: moving the shared one would refill the other tests' buckets.
+      let ownClock = clock;
+      const fresh = await startTestServer({
+        backend,
+        env: { ...NO_REFILL, RATE_LIMIT_BURST: '1', PETSTORE_API_KEYS: refillKey },
+        now: () => new Date(ownClock),
+      });
+      try {
+        assert.equal((await fresh.request('GET', '/v1/pets', { key: refillKey })).status, 200);
+        ownClock += 99_999;
+        const early = await fresh.request('GET', '/v1/pets', { key: refillKey });
+        assert.deepEqual([early.status, fields(early).retryAfter], [429, '1']);
+        ownClock += 1;
+        const back = await fresh.request('GET', '/v1/pets', { key: refillKey });
+        assert.deepEqual([back.status, fields(back).limit], [200, '"per-key";r=0;t=100']);
+        assert.equal((await fresh.request('GET', '/v1/pets', { key: refillKey })).status, 429);
+      } finally {
+        await fresh.close();
+      }
     });
 
     test('when one key is limited, then another key still passes', async () => {
@@ -103,6 +130,7 @@ for (const backend of backends) {
       const fresh = await startTestServer({
         backend,
         env: { ...NO_REFILL, RATE_LIMIT_BURST: '2', PETSTORE_API_KEYS: key },
+        now,
       });
       try {
         for (let i = 0; i < 5; i++) {
@@ -126,7 +154,7 @@ for (const backend of backends) {
     });
 
     test('when a counted request is refused for another reason, then its error still carries the RateLimit fields', async () => {
-      const fresh = await startTestServer({ backend, env: { ...NO_REFILL, RATE_LIMIT_BURST: '5' } });
+      const fresh = await startTestServer({ backend, env: { ...NO_REFILL, RATE_LIMIT_BURST: '5' }, now });
       try {
         const invalid = await fresh.request('GET', '/v1/pets?limit=0');
         assert.equal(invalid.status, 400);
