@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
-import pino from 'pino';
 import { after, backends, before, test } from '../support/backends.js';
 import { assertError } from '../support/error-body.js';
+import { captureLog } from '../support/log-capture.js';
 import {
   invalidParameters,
   type Json,
@@ -58,19 +57,13 @@ for (const backend of backends) {
     const model: PetText[] = [];
 
     /** The service's log lines, as JSON. */
-    const logLines: Json[] = [];
+    const { lines: logLines, logger } = captureLog('info');
 
     before(async () => {
-      const sink = new Writable({
-        write(chunk, _encoding, done) {
-          for (const line of String(chunk).split('\n').filter(Boolean)) logLines.push(JSON.parse(line));
-          done();
-        },
-      });
       server = await startTestServer({
         backend,
         now: () => new Date('2027-01-01T00:00:00Z'),
-        logger: pino({ level: 'info' }, sink),
+        logger,
       });
       // The document as served, fetched like any client would.
       const res = await fetch(`${server.url}/v1/openapi.json`);

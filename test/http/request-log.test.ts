@@ -1,22 +1,15 @@
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
-import pino from 'pino';
 import { jsonLines, startServe } from '../../support/service-process.js';
 import { sqlite } from '../support/backends.js';
+import { captureLog } from '../support/log-capture.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
 describe('log lines and request ids', () => {
   let server: TestServer;
-  const lines: Record<string, unknown>[] = [];
+  const { lines, logger } = captureLog('debug');
   before(async () => {
-    const sink = new Writable({
-      write(chunk, _encoding, done) {
-        for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
-        done();
-      },
-    });
-    server = await startTestServer({ backend: sqlite, logger: pino({ level: 'debug' }, sink) });
+    server = await startTestServer({ backend: sqlite, logger });
   });
   after(() => server.close());
 
