@@ -5,6 +5,7 @@ import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { after, backends, before, test } from '../support/backends.js';
 import { integrityCheck, storedPets, tableNames } from '../support/db-inspect.js';
 import { assertError } from '../support/error-body.js';
+import { walkLinks } from '../support/paging.js';
 import { assertRawError, parseRawResponse, sendRaw } from '../support/raw-http.js';
 import { parseExact, rawRequest } from '../support/raw-json.js';
 import { startTestServer, TEST_KEY, type TestResponse, type TestServer } from '../support/test-server.js';
@@ -763,18 +764,8 @@ for (const backend of backends) {
 
     /** Every pet, walking every page. */
     async function listAll(): Promise<Pet[]> {
-      const pets: Pet[] = [];
-      let path: string | undefined = '/v1/pets?limit=100';
-      while (path !== undefined) {
-        const res = await server.request('GET', path);
-        assert.equal(res.status, 200, res.text);
-        pets.push(...res.exact<Pet[]>());
-        const link = res.headers.get('link');
-        path = link
-          ? new URL(/^<([^>]+)>/.exec(link)?.[1] as string, server.url).href.slice(server.url.length)
-          : undefined;
-      }
-      return pets;
+      const pages = await walkLinks('/v1/pets?limit=100', (path) => server.request('GET', path));
+      return pages.flatMap((page) => page.exact<Pet[]>());
     }
 
     /** The store holds exactly `expected`: nothing half-stored, nothing extra, nothing lost. */

@@ -11,6 +11,7 @@ import {
   refusalMessage,
   resolve,
 } from '../support/openapi-arbitraries.js';
+import { walkLinks } from '../support/paging.js';
 import { rawRequest } from '../support/raw-json.js';
 import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
 
@@ -82,16 +83,8 @@ for (const backend of backends) {
         ((operation(path, method).parameters as Json[]).find((p) => p.name === name) as Json).schema as Json;
 
       async function walk<T>(first: string, read: (item: Json) => T): Promise<T[]> {
-        const items: T[] = [];
-        let path: string | undefined = first;
-        while (path !== undefined) {
-          const res: TestResponse = await rawRequest(server, 'GET', path);
-          assert.equal(res.status, 200, res.text);
-          items.push(...res.exact<Json[]>().map(read));
-          const link = res.headers.get('link');
-          path = link ? (/^<([^>]+)>/.exec(link)?.[1] as string) : undefined;
-        }
-        return items;
+        const pages = await walkLinks(first, (path) => rawRequest(server, 'GET', path));
+        return pages.flatMap((page) => page.exact<Json[]>().map(read));
       }
 
       /** What the service holds, orders and animals, compared with the model. */

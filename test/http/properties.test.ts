@@ -13,6 +13,7 @@ import {
   refusalMessage,
   resolve,
 } from '../support/openapi-arbitraries.js';
+import { walkLinks } from '../support/paging.js';
 import { rawRequest } from '../support/raw-json.js';
 import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
 
@@ -91,16 +92,8 @@ for (const backend of backends) {
       }));
 
     async function walk(): Promise<PetText[]> {
-      const pets: PetText[] = [];
-      let path: string | undefined = '/v1/pets?limit=100';
-      while (path !== undefined) {
-        const res: TestResponse = await rawRequest(server, 'GET', path);
-        assert.equal(res.status, 200, res.text);
-        pets.push(...res.exact<Json[]>().map(asText));
-        const link = res.headers.get('link');
-        path = link ? (/^<([^>]+)>/.exec(link)?.[1] as string) : undefined;
-      }
-      return pets;
+      const pages = await walkLinks('/v1/pets?limit=100', (path) => rawRequest(server, 'GET', path));
+      return pages.flatMap((page) => page.exact<Json[]>().map(asText));
     }
 
     /** NewPet bodies derived from the served document, half of them valid: valid ones are rare among random ones. */
