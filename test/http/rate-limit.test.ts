@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createConnection } from 'node:net';
+import { newApiKey } from '../../src/domain/api-keys.js';
 import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
 import { freePort } from '../support/free-port.js';
 import { captureLog } from '../support/log-capture.js';
@@ -135,6 +136,27 @@ for (const backend of backends) {
         assert.equal((await fresh.request('GET', '/v1/pets', { key })).status, 200);
         assert.equal((await fresh.request('GET', '/v1/pets', { key })).status, 200);
         assert.equal((await fresh.request('GET', '/v1/pets', { key })).status, 429);
+      } finally {
+        await fresh.close();
+      }
+    });
+
+    test('when a key lacks the scope an operation needs, then its 403 costs no token', async () => {
+      const fresh = await startTestServer({ backend, env: { ...NO_REFILL, RATE_LIMIT_BURST: '2' }, now });
+      try {
+        const reader = newApiKey('reader', now(), { scopes: ['pets:read'] });
+        await fresh.storage.apiKeys.insert(reader.record);
+        for (let i = 0; i < 5; i++) {
+          const refused = await fresh.request('POST', '/v1/pets', {
+            key: reader.secret,
+            body: { name: 'Rex', categoryId: 1 },
+          });
+          assert.equal(refused.status, 403, refused.text);
+          assert.equal(fields(refused).limit, null);
+        }
+        // Both tokens of the burst are still there.
+        const first = await fresh.request('GET', '/v1/pets', { key: reader.secret });
+        assert.equal(fields(first).limit, '"per-key";r=1;t=100');
       } finally {
         await fresh.close();
       }
