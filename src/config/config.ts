@@ -123,7 +123,7 @@ const EnvSchema = Type.Object({
     maximum: 1_000_000,
     default: 30,
     description:
-      'Failed authentications (401) a client address may have per minute, in a burst or spread out, before its requests get 429 until it may try again; 0 turns this off.',
+      'Failed authentications (401 for a bad key) a client address may have per minute, in a burst or spread out, before its requests get 429 until it may try again, unless they carry a live key; 0 turns this off.',
   }),
   TRUSTED_PROXIES: Type.String({
     default: '',
