@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
 import { ApiKeyCache } from '../../domain/api-key-cache.js';
@@ -32,6 +32,16 @@ const PROBE_LOCK_WAIT_MS = 900;
 const PROBE_WRITE =
   'INSERT INTO readiness_probe (id, checked_at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at';
 
+/**
+ * The database holds the cursor secret, key hashes and every record: a new one is readable by its
+ * owner alone, whatever the umask (022 would make it world-readable). The folders made for it are
+ * 0700, the file 0600, and SQLite gives its -wal and -shm files the database file's mode.
+ */
+function createPrivately(path: string): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  closeSync(openSync(path, 'a', 0o600));
+}
+
 /** The embedded default: one file, no server. `:memory:` gives a throwaway database. */
 export class SqliteStorage implements Storage {
   readonly pets: PetStore;
@@ -45,7 +55,7 @@ export class SqliteStorage implements Storage {
   readonly #probe: Database.Statement<[number]>;
 
   constructor(path: string, { timeoutMs }: SqliteOptions) {
-    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    if (path !== ':memory:') createPrivately(path);
     this.#db = new BetterSqlite3(path);
     this.#timeoutMs = timeoutMs;
     // First, so that every step below waits for a process opening the same file (a worker) to finish.
