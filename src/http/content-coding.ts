@@ -93,7 +93,7 @@ function decode(raw: IncomingMessage, response: ServerResponse, decoder: Transfo
  *   (415), gets no decoder, so its body stays unread and Node discards it after the answer. The body
  *   limit applies to the decoded bytes too: Fastify counts what the decoder yields, so a small body
  *   that inflates past it is 413. Any other coding is 415 before anything is read, and a body that
- *   does not decode is 415 as well; both with Accept-Encoding.
+ *   does not decode is 415 as well; both with Accept-Encoding. A GET's or HEAD's coding is not looked at.
  * - responses of COMPRESS_THRESHOLD_BYTES or more are compressed when the client's Accept-Encoding
  *   allows: gzip first (as small as br at level 4 here, for less CPU), then br, then deflate, through
  *   @fastify/compress (the Fastify team's plugin). Its request decoding is not used: it starts
@@ -117,13 +117,13 @@ export const contentCodings = fp(
       // Content codings are case-insensitive (RFC 9110 §8.4.1).
       const coding = header.toLowerCase();
       const makeDecoder = DECODERS[coding];
-      if (makeDecoder === undefined && coding !== 'identity') {
-        done(refused('Content-Encoding must be gzip, deflate, br or identity'));
-      } else if (
-        makeDecoder === undefined ||
-        !BODY_METHODS.has(request.method) ||
-        !isJson(request.headers['content-type'])
-      ) {
+      if (!BODY_METHODS.has(request.method)) {
+        done(null, payload); // a GET's or HEAD's body is never read, whatever its coding
+      } else if (makeDecoder === undefined && coding !== 'identity') {
+        // An unknown path or method is 404 or 405 whatever the body: it is never parsed.
+        if (request.is404) done(null, payload);
+        else done(refused('Content-Encoding must be gzip, deflate, br or identity'));
+      } else if (makeDecoder === undefined || !isJson(request.headers['content-type'])) {
         done(null, payload);
       } else {
         done(null, decode(request.raw, reply.raw, makeDecoder()));
