@@ -297,9 +297,9 @@ const stepArbitrary = fc.oneof(
       let status: number;
       if (!known) status = 404;
       else if (!allowed.includes(method)) status = 405;
-      // POST with no body and no Content-Type reaches validation (a body is required); any other POST
+      // POST with no bytes of body and no Content-Type reaches validation (a body is required); any other POST
       // here has no JSON Content-Type, or a coding not decoded: 415 either way.
-      else if (method === 'POST') status = size === 0 && !contentType && coding !== 'zstd' ? 400 : 415;
+      else if (method === 'POST') status = body.length === 0 && !contentType && coding !== 'zstd' ? 400 : 415;
       else status = 200;
       return { method, path, headers, body, status };
     }),

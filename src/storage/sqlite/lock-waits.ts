@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { wrapMethods } from '../intercept-errors.js';
 import { BetterSqlite3 } from './driver.js';
 
 /**
@@ -40,29 +41,16 @@ export async function retryWhileLocked<T>(work: () => T | Promise<T>, timeoutMs:
  * A method that returns without meeting the lock (the usual case) costs no promise more than before.
  */
 export function waitingForLocks<T extends object>(target: T, timeoutMs: number): T {
-  const wrappers = new Map<PropertyKey, unknown>();
-  return new Proxy(target, {
-    get(object, property) {
-      const value = Reflect.get(object, property);
-      if (typeof value !== 'function') return value;
-      let wrapper = wrappers.get(property);
-      if (!wrapper) {
-        const call = (args: unknown[]) => value.apply(object, args);
-        wrapper = (...args: unknown[]) => {
-          const retry = (error: unknown) =>
-            isBusy(error) ? retryWhileLocked(() => call(args), timeoutMs) : Promise.reject(error);
-          let result: unknown;
-          try {
-            result = call(args);
-          } catch (error) {
-            if (!isBusy(error)) throw error;
-            return retry(error);
-          }
-          return result instanceof Promise ? result.catch(retry) : result;
-        };
-        wrappers.set(property, wrapper);
-      }
-      return wrapper;
-    },
+  return wrapMethods(target, (call) => (...args) => {
+    const retry = (error: unknown) =>
+      isBusy(error) ? retryWhileLocked(() => call(args), timeoutMs) : Promise.reject(error);
+    let result: unknown;
+    try {
+      result = call(args);
+    } catch (error) {
+      if (!isBusy(error)) throw error;
+      return retry(error);
+    }
+    return result instanceof Promise ? result.catch(retry) : result;
   });
 }
