@@ -107,7 +107,7 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
   pruneExpiredIdempotencyKeys(app, () => pruneIdempotencyKeys(store.idempotency, now()));
   const buckets = await openTokenBuckets(config, app, now);
 
-  await app.register(healthRoutes, { storage });
+  await app.register(healthRoutes, { storage, now });
   await app.register(
     async (v1) => {
       // Shed load before anything costs work, then know the caller, then count it (each plugin's

@@ -1,4 +1,4 @@
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import type { Order } from '../domain/order.js';
 import type { Pet } from '../domain/pet.js';
 import type { Storage } from '../domain/storage.js';
@@ -23,14 +23,24 @@ function positiveInteger(value: string): number {
 }
 
 export function migrateDataCommand(): Command {
-  return new Command('migrate-data')
-    .description('copy everything to another database, and verify')
-    .requiredOption('--from <url>', 'the database to copy from, e.g. sqlite:./data/petstore.db')
-    .requiredOption('--to <url>', 'the database to copy into, e.g. postgres://user@host/db')
-    .option('--batch-size <rows>', 'rows per read and per target transaction', positiveInteger, 1000)
-    .addHelpText(
-      'after',
-      `
+  return (
+    new Command('migrate-data')
+      .description('copy everything to another database, and verify')
+      // From the environment too, so a URL with a password need not be on the command line (and in ps).
+      .addOption(
+        new Option('--from <url>', 'the database to copy from, e.g. sqlite:./data/petstore.db')
+          .env('MIGRATE_FROM_DATABASE_URL')
+          .makeOptionMandatory(),
+      )
+      .addOption(
+        new Option('--to <url>', 'the database to copy into, e.g. postgres://user@host/db')
+          .env('MIGRATE_TO_DATABASE_URL')
+          .makeOptionMandatory(),
+      )
+      .option('--batch-size <rows>', 'rows per read and per target transaction', positiveInteger, 1000)
+      .addHelpText(
+        'after',
+        `
 Pets and orders keep their ids and API keys their hashes, so existing keys go on working. Each batch
 is one transaction. A pet or order whose id the target does not hold is copied; one the target holds
 already is never overwritten (a key revoked in the source is revoked in the target too). An order is
@@ -41,21 +51,22 @@ kept (its pets, its orders, the animal statuses its orders set). It ends by comp
 every pet, order and key of the source with the target, and exits non-zero if one is missing or if an
 id holds something different on each side (both sides took writes): each is printed, with both
 versions, and neither is changed.`,
-    )
-    .action(async ({ from, to, batchSize }: { from: string; to: string; batchSize: number }) => {
-      if (from === to) throw new Error('--from and --to name the same database');
-      const source = await open('--from', from);
-      try {
-        const target = await open('--to', to);
+      )
+      .action(async ({ from, to, batchSize }: { from: string; to: string; batchSize: number }) => {
+        if (from === to) throw new Error('--from and --to name the same database');
+        const source = await open('--from', from);
         try {
-          await migrate(source, target, batchSize);
+          const target = await open('--to', to);
+          try {
+            await migrate(source, target, batchSize);
+          } finally {
+            await target.close();
+          }
         } finally {
-          await target.close();
+          await source.close();
         }
-      } finally {
-        await source.close();
-      }
-    });
+      })
+  );
 }
 
 // A batch of a bulk copy may rightly take longer than any request should.

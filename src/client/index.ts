@@ -16,6 +16,7 @@
 
 import { isLosslessNumber, parse, stringify } from 'lossless-json';
 import createClient, { type Client } from 'openapi-fetch';
+import { nextLinkTarget } from './link.js';
 import type { components, operations, paths } from './openapi-types.js';
 
 export type Pet = components['schemas']['Pet'];
@@ -162,7 +163,7 @@ function parseExact<T>(text: string): T {
  * a bigint, the other parameters as they are.
  */
 function nextQuery<Q extends object>(link: string | null, baseUrl: string): Q | undefined {
-  const target = link?.match(/<([^>]*)>\s*;\s*rel="?next"?/)?.[1];
+  const target = link === null ? undefined : nextLinkTarget(link);
   if (target === undefined) return undefined;
   const query: Record<string, unknown> = {};
   for (const [name, value] of new URL(target, baseUrl).searchParams) {

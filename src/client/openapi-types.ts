@@ -59,7 +59,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: the database answers */
+        /**
+         * Readiness: the database answers
+         * @description The database is probed with a committed write at most once a second per process; callers in between get the last answer, so an answer is at most a second old.
+         */
         get: operations["ready"];
         put?: never;
         post?: never;
@@ -376,6 +379,8 @@ export interface operations {
             /** @description The OpenAPI 3.1 document */
             200: {
                 headers: {
+                    /** @description A strong entity tag of this representation (each content coding has its own); send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -392,6 +397,13 @@ export interface operations {
                         [key: string]: unknown;
                     };
                 };
+            };
+            /** @description Not Modified: the `If-None-Match` header named this ETag, so the client's copy is current; no body. */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

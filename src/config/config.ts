@@ -9,11 +9,33 @@ import { type Static, Type } from 'typebox';
  */
 const EXPECTED = 'x-expected';
 
+/**
+ * An http(s) origin and path ending in /v1, written exactly as the URL parser writes it back (no user
+ * info, query, fragment, nor any character that would need escaping): the value is sent as it is in
+ * `Location` and `Link` headers, where `https://a.example/x>; rel="preload", <https://b.example/v1`
+ * would add a link of its own.
+ */
+function isBaseUrl(value: string): boolean {
+  if (!URL.canParse(value)) return false;
+  const url = new URL(value);
+  return (
+    (url.protocol === 'https:' || url.protocol === 'http:') &&
+    url.username === '' &&
+    url.password === '' &&
+    url.search === '' &&
+    url.hash === '' &&
+    url.href === value &&
+    /^[\x21-\x7e]+$/.test(value) &&
+    !/[<>"'\\^`{|}]/.test(value)
+  );
+}
+
 const BaseUrl = (description: string) =>
   Type.String({
-    format: 'uri',
+    format: 'base-url',
     pattern: '^https?://[^?#]*/v1/?$',
-    [EXPECTED]: 'an http:// or https:// URL ending in /v1, e.g. https://api.example.com/v1',
+    [EXPECTED]:
+      'an http:// or https:// URL ending in /v1 as a URL parser writes it (lower-case host, no user, query, fragment or character to escape), e.g. https://api.example.com/v1',
     description,
   });
 
@@ -123,7 +145,7 @@ const EnvSchema = Type.Object({
     maximum: 1_000_000,
     default: 30,
     description:
-      'Failed authentications (401) a client address may have per minute, in a burst or spread out, before its requests get 429 until it may try again; 0 turns this off.',
+      'Failed authentications (401 for a bad key) a client address may have per minute, in a burst or spread out, before its requests get 429 until it may try again, unless they carry a live key; 0 turns this off.',
   }),
   TRUSTED_PROXIES: Type.String({
     default: '',
@@ -195,8 +217,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       data: pickKnown(env),
       env: false,
       ajv: {
-        customOptions: (ajv) =>
-          ajv.addFormat('uri', (value: string) => URL.canParse(value)).addKeyword(EXPECTED),
+        customOptions: (ajv) => ajv.addFormat('base-url', isBaseUrl).addKeyword(EXPECTED),
       },
     });
   } catch (error) {

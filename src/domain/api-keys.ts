@@ -1,4 +1,5 @@
 import { hash, randomBytes, randomUUID } from 'node:crypto';
+import { KEY_CACHE_TTL_MS } from './api-key-cache.js';
 import type { ApiKeyRecord, ApiKeyStore } from './storage.js';
 
 /**
@@ -145,6 +146,9 @@ export class ApiKeyVerifier {
   readonly #configured: ReadonlyMap<string, Caller>;
   readonly #now: () => Date;
   readonly #used: ((apiKeyHash: string, at: Date) => void) | undefined;
+  /** isLiveKey's memory: the hashes of every live key, and until when they are trusted. */
+  #liveHashes: { hashes: ReadonlySet<string>; until: number } | undefined;
+  #liveHashesLoad: Promise<ReadonlySet<string>> | undefined;
 
   /**
    * `used` is told of every request a stored key authenticates (not the configured ones: they are not
@@ -165,6 +169,33 @@ export class ApiKeyVerifier {
     );
     this.#now = now;
     this.#used = used;
+  }
+
+  /**
+   * Whether `token` is a live key, answered for a client address refused for too many failed
+   * authentications: a valid key is still served from there (a flood of bad keys from behind a shared
+   * address must not lock its other users out), yet a bad token costs no lookup of its own. The answer
+   * comes from the set of live key hashes, read whole at most once per KEY_CACHE_TTL_MS, and only
+   * while such addresses send tokens, so a key created on another node is known here within that bound.
+   */
+  isLiveKey(token: string): boolean | Promise<boolean> {
+    if (token.length === 0 || token.length > MAX_TOKEN_LENGTH) return false;
+    const hash = hashApiKey(token);
+    if (this.#configured.has(hash)) return true;
+    const now = this.#now().getTime();
+    if (this.#liveHashes && this.#liveHashes.until > now) return this.#liveHashes.hashes.has(hash);
+    this.#liveHashesLoad ??= this.#store
+      .list()
+      .then((keys) => {
+        const at = this.#now();
+        const hashes = new Set(keys.filter((key) => keyStatus(key, at) === 'active').map((key) => key.hash));
+        this.#liveHashes = { hashes, until: at.getTime() + KEY_CACHE_TTL_MS };
+        return hashes;
+      })
+      .finally(() => {
+        this.#liveHashesLoad = undefined;
+      });
+    return this.#liveHashesLoad.then((hashes) => hashes.has(hash));
   }
 
   /**

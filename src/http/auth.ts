@@ -60,8 +60,9 @@ export interface AuthenticationOptions {
 /**
  * Guards every route registered after it in its encapsulation context (/v1). It runs at onRequest, before the body
  * is read or anything validated, so an anonymous caller learns nothing about the request's shape. An
- * address (the client's, or behind TRUSTED_PROXIES the one they vouch for) that failed too often is
- * refused before its key is looked at.
+ * address (the client's, or behind TRUSTED_PROXIES the one they vouch for) whose keys failed too often
+ * is refused (429) unless it sends a live key, which is told without a lookup per request
+ * (ApiKeyVerifier.isLiveKey); a request with no key at all is never counted.
  */
 export const authentication = fp(
   async (app: FastifyInstance, { verifier, failures }: AuthenticationOptions) => {
@@ -69,21 +70,21 @@ export const authentication = fp(
     app.decorateRequest('apiKeyHash', '');
     app.decorateRequest('apiKeyScopes', null as unknown as readonly ApiKeyScope[]);
     app.addHook('onRequest', (request, _reply, done) => {
+      const header = request.headers.authorization;
+      // No key at all costs nothing to refuse and guesses nothing: it is never counted, so anonymous
+      // requests cannot lock out the keys used from the same address (a NAT, a proxy).
+      if (header === undefined) return done(unauthorized(false));
       // request.ip runs proxy-addr over X-Forwarded-For behind TRUSTED_PROXIES: worked out once, if needed.
       const address = failures ? request.ip : '';
-      if (failures) {
-        const retryAfter = failures.retryAfterSeconds(address);
-        if (retryAfter > 0) return done(tooManyFailures(retryAfter));
-      }
+      const retryAfter = failures ? failures.retryAfterSeconds(address) : 0;
       const refuse = (tokenSent: boolean) => {
         failures?.failed(address);
         done(unauthorized(tokenSent));
       };
-      const header = request.headers.authorization;
-      if (header === undefined) return refuse(false);
-      if (isRepeated(request.raw.rawHeaders, 'authorization')) return refuse(true);
-      const match = BEARER.exec(header);
-      if (!match) return refuse(BEARER_SCHEME.test(header));
+      const match = isRepeated(request.raw.rawHeaders, 'authorization') ? null : BEARER.exec(header);
+      if (!match)
+        return retryAfter > 0 ? done(tooManyFailures(retryAfter)) : refuse(BEARER_SCHEME.test(header));
+      const token = match[1] as string;
       const admit = (caller: Caller | undefined) => {
         if (caller === undefined) return refuse(true);
         request.apiKeyHash = caller.apiKeyHash;
@@ -91,9 +92,17 @@ export const authentication = fp(
         done();
       };
       // A callback hook, and a promise only when the key must be looked up: see authenticate.
-      const verdict = verifier.authenticate(match[1] as string);
-      if (verdict instanceof Promise) verdict.then(admit, done);
-      else admit(verdict);
+      const authenticate = () => {
+        const verdict = verifier.authenticate(token);
+        if (verdict instanceof Promise) verdict.then(admit, done);
+        else admit(verdict);
+      };
+      if (retryAfter === 0) return authenticate();
+      // The address failed too often: only a live key gets past it, and telling one costs no lookup.
+      const limited = (live: boolean) => (live ? authenticate() : done(tooManyFailures(retryAfter)));
+      const live = verifier.isLiveKey(token);
+      if (live instanceof Promise) live.then(limited, done);
+      else limited(live);
     });
   },
   // After shed-load: an overloaded node refuses before a key costs a lookup.

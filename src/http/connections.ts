@@ -120,6 +120,13 @@ export class GuardedServer extends Server {
   ): void {
     state.active++;
     response.once('close', () => {
+      // An answer sent before its request's body was read to the end (a 415, a GET carrying a body, an
+      // error mid-body): whatever was reading it stops, and the rest is read and thrown away, so the
+      // next request on the connection is read. Node does this itself only for a body nobody read.
+      if (!request.complete) {
+        request.unpipe();
+        request.resume();
+      }
       state.active--;
       const next = state.waiting.shift();
       if (next) this.#run(socket, state, next[0], next[1], handler);

@@ -1,8 +1,14 @@
+import { Readable } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
 import swaggerUi from '@fastify/swagger-ui';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, onRequestHookHandler, onSendHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { EXACT_JSON_SCRIPT } from './docs-exact-json.js';
 import { ApiError } from './errors.js';
+import { FixedAnswer } from './fixed-answer.js';
+
+/** How many addresses under /docs keep a compressed answer. */
+const FIXED_ANSWERS_LIMIT = 64;
 
 /** The page's script global (docs-exact-json.ts), as the page's own code reaches it. */
 interface DocsPageGlobal {
@@ -16,6 +22,51 @@ interface DocsPageGlobal {
  */
 export const docs = fp(
   async (app: FastifyInstance) => {
+    // Every answer under /docs is fixed while the process runs (the page, its scripts and styles):
+    // each is compressed once and sent with an ETag (FixedAnswer), not compressed again per request.
+    const fixed = new Map<string, FixedAnswer>();
+    // The validators and Accept-Encoding are taken off the request before @fastify/static and
+    // @fastify/compress see them: one would answer 304 or 206 about the file, with its own ETag, the
+    // other compress it again. The answer sent is FixedAnswer's, coding and validators included.
+    const taken = new WeakMap<object, { ifNoneMatch?: string; acceptEncoding?: string }>();
+    const takeHeaders: onRequestHookHandler = (request, _reply, done) => {
+      const { 'if-none-match': ifNoneMatch, 'accept-encoding': acceptEncoding } = request.headers;
+      taken.set(request, { ifNoneMatch, acceptEncoding });
+      for (const name of [
+        'if-none-match',
+        'if-modified-since',
+        'if-match',
+        'if-range',
+        'range',
+        'accept-encoding',
+      ])
+        delete request.headers[name];
+      done();
+    };
+    const answerFixed: onSendHookHandler = async (request, reply, payload) => {
+      if (reply.statusCode !== 200 || payload === null) return payload;
+      const url = request.url.split('?')[0] as string;
+      let answer = fixed.get(url);
+      let { ifNoneMatch, acceptEncoding } = taken.get(request) ?? {};
+      if (answer) {
+        (payload as { destroy?: () => void }).destroy?.();
+      } else {
+        const body = payload instanceof Readable ? await buffer(payload) : Buffer.from(payload as string);
+        answer = new FixedAnswer(body, String(reply.getHeader('content-type')));
+        // The page has about fifteen files, but many addresses can name one (//, ./): past the bound
+        // an answer is sent as it is, neither kept nor compressed, so no address costs memory or CPU.
+        if (fixed.size < FIXED_ANSWERS_LIMIT) fixed.set(url, answer);
+        else acceptEncoding = 'identity';
+      }
+      // @fastify/static's own validators describe the file, not the answer sent.
+      reply.removeHeader('content-length').removeHeader('last-modified').removeHeader('accept-ranges');
+      return answer.answer(request, reply, ifNoneMatch, acceptEncoding) ?? '';
+    };
+    app.addHook('onRoute', (route) => {
+      if (!route.url?.startsWith('/docs')) return;
+      route.onRequest = [takeHeaders, ...[route.onRequest ?? []].flat()];
+      route.onSend = [...[route.onSend ?? []].flat(), answerFixed];
+    });
     await app.register(swaggerUi, {
       routePrefix: '/docs',
       staticCSP: true,

@@ -7,7 +7,6 @@ import {
   StorageUnavailableError,
   UnknownReferenceError,
 } from '../domain/errors.js';
-import { ACCEPTED_REQUEST_CODINGS } from './content-coding.js';
 import { setCommonHeaders } from './request-id.js';
 import { ERROR_STATUS, type ErrorBody, type ErrorCode } from './schemas/error.js';
 
@@ -40,8 +39,6 @@ export function unavailable(message: string): ApiError {
   return new ApiError('unavailable', message, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
 }
 
-const ACCEPT_ENCODING = { 'Accept-Encoding': ACCEPTED_REQUEST_CODINGS };
-
 /**
  * Fastify's own errors and its plugins', by code, turned into ours. The message of each is ours too:
  * never internals.
@@ -54,17 +51,6 @@ const FASTIFY_ERRORS: Record<string, [ErrorCode, string, Record<string, string>?
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: ['invalid_request', 'Content-Length does not match the body'],
   FST_ERR_BAD_URL: ['invalid_request', 'the request URL is malformed'],
   FST_ERR_ASYNC_CONSTRAINT: ['invalid_request', 'the request could not be routed'],
-  // @fastify/compress (content-coding.ts): a coding it does not decode, and a body that does not decode.
-  FST_CP_ERR_INVALID_CONTENT_ENCODING: [
-    'unsupported_media_type',
-    'Content-Encoding must be gzip, deflate, br or identity',
-    ACCEPT_ENCODING,
-  ],
-  FST_CP_ERR_INVALID_CONTENT: [
-    'unsupported_media_type',
-    'request body does not decode as its Content-Encoding says',
-    ACCEPT_ENCODING,
-  ],
 };
 
 /** The one mapping from anything thrown while serving a request to an Error body. */

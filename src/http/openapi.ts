@@ -2,6 +2,7 @@ import swagger from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
+import { FIXED_ANSWER_HEADERS, FixedAnswer, NotModified } from './fixed-answer.js';
 import { response } from './schemas/responses.js';
 
 export interface OpenApiOptions {
@@ -89,9 +90,12 @@ export const openApi = fp(
       transform: ({ schema, url }) => ({ schema: schema && liftResponseExamples(schema), url }),
     });
 
+    // Built on its first request, when every route is known; it cannot change after that.
+    let document: FixedAnswer | undefined;
     app.get(
       '/v1/openapi.json',
       {
+        compress: false, // FixedAnswer compresses it, once
         schema: {
           operationId: 'openapi',
           summary: 'This OpenAPI document',
@@ -108,12 +112,16 @@ export const openApi = fp(
                   examples: [{ openapi: '3.1.0', info: { title: 'Animal store service', version: '1.0.0' } }],
                 },
               ),
+              FIXED_ANSWER_HEADERS,
             ),
+            304: NotModified,
           },
         },
       },
-      async (_request, reply) =>
-        reply.type('application/json; charset=utf-8').serializer(JSON.stringify).send(app.swagger()),
+      (request, reply) => {
+        document ??= new FixedAnswer(JSON.stringify(app.swagger()), 'application/json; charset=utf-8');
+        return document.send(request, reply);
+      },
     );
   },
   { name: 'openapi', fastify: '5.x' },

@@ -143,6 +143,16 @@ for (const backend of backends) {
       assert.equal(await copied.apiKeys.findActiveByHash('b'.repeat(64)), undefined, 'still revoked');
     });
 
+    test('when the databases are given in MIGRATE_FROM_DATABASE_URL and MIGRATE_TO_DATABASE_URL, then it runs as with --from and --to', async () => {
+      const run = await runCli(['migrate-data', '--batch-size', '700'], {
+        MIGRATE_FROM_DATABASE_URL: source.url,
+        MIGRATE_TO_DATABASE_URL: target.url,
+      });
+      assert.equal(run.code, 0, run.stderr);
+      assert.match(run.stderr, /^pets: 3000 of 3000 read \(100%\), 0 written, 3000 already there$/m);
+      assert.match(run.stdout, /^every pet, order and API key of the source is in the target$/m);
+    });
+
     test('when it runs again, then nothing is copied twice and identical pets count as already there', async () => {
       const run = await migrateData(target);
       assert.equal(run.code, 0, run.stderr);

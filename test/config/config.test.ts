@@ -185,6 +185,15 @@ describe('loadConfig', () => {
         'https://api.example.com/v1?x=1',
         'https://api.example.com/v1#top',
         '/v1',
+        // Header injection: each would be written raw into Location and Link.
+        'https://api.example.com/x>; rel="preload", <https://evil.example/v1',
+        'https://api.example.com/a b/v1',
+        'https://api.example.com/"q"/v1',
+        'https://api.example.com/é/v1',
+        'https://api.example.com/a\r\nSet-Cookie: x=1/v1',
+        'https://user:secret@api.example.com/v1',
+        'https://API.example.com/v1',
+        'https://api.example.com/./v1',
       ]) {
         assertRefused(variable, value);
       }

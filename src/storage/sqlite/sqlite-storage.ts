@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
 import { ApiKeyCache } from '../../domain/api-key-cache.js';
@@ -15,6 +15,7 @@ import { SqliteApiKeyStore } from './api-keys.js';
 import { BetterSqlite3 } from './driver.js';
 import { isSqliteUnavailable } from './errors.js';
 import { SqliteIdempotencyStore } from './idempotency.js';
+import { retryWhileLocked, waitingForLocks } from './lock-waits.js';
 import { migrate } from './migrations.js';
 import { SqliteOrderStore } from './orders.js';
 import { SqlitePetStore } from './pets.js';
@@ -26,10 +27,20 @@ export interface SqliteOptions {
 }
 
 /** The readiness probe's own bound on a lock wait: /readyz answers within a second. */
-const PROBE_BUSY_TIMEOUT_MS = 900;
+const PROBE_LOCK_WAIT_MS = 900;
 
 const PROBE_WRITE =
   'INSERT INTO readiness_probe (id, checked_at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at';
+
+/**
+ * The database holds the cursor secret, key hashes and every record: a new one is readable by its
+ * owner alone, whatever the umask (022 would make it world-readable). The folders made for it are
+ * 0700, the file 0600, and SQLite gives its -wal and -shm files the database file's mode.
+ */
+function createPrivately(path: string): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  closeSync(openSync(path, 'a', 0o600));
+}
 
 /** The embedded default: one file, no server. `:memory:` gives a throwaway database. */
 export class SqliteStorage implements Storage {
@@ -44,7 +55,7 @@ export class SqliteStorage implements Storage {
   readonly #probe: Database.Statement<[number]>;
 
   constructor(path: string, { timeoutMs }: SqliteOptions) {
-    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    if (path !== ':memory:') createPrivately(path);
     this.#db = new BetterSqlite3(path);
     this.#timeoutMs = timeoutMs;
     // First, so that every step below waits for a process opening the same file (a worker) to finish.
@@ -54,19 +65,18 @@ export class SqliteStorage implements Storage {
     this.#db.pragma('synchronous = FULL');
     this.#db.pragma('foreign_keys = ON');
     this.schema = migrate(this.#db);
+    // From here on a call that meets another process's lock returns at once, and is tried again after
+    // a pause (lock-waits.ts): SQLite's own wait would block the event loop.
+    this.#db.pragma('busy_timeout = 0');
+    const adapt = <T extends object>(store: T): T =>
+      translateUnavailable(waitingForLocks(store, timeoutMs), isSqliteUnavailable);
     const idempotency = new SqliteIdempotencyStore(this.#db);
-    this.pets = translateUnavailable(new SqlitePetStore(this.#db, idempotency.pets), isSqliteUnavailable);
-    this.orders = translateUnavailable(
-      new SqliteOrderStore(this.#db, idempotency.orders),
-      isSqliteUnavailable,
-    );
+    this.pets = adapt(new SqlitePetStore(this.#db, idempotency.pets));
+    this.orders = adapt(new SqliteOrderStore(this.#db, idempotency.orders));
     // A lookup is microseconds here: only refusals are remembered, so a revocation is effective at once.
-    this.apiKeys = new ApiKeyCache(
-      translateUnavailable(new SqliteApiKeyStore(this.#db), isSqliteUnavailable),
-      { rememberActive: false },
-    );
-    this.idempotency = translateUnavailable(idempotency, isSqliteUnavailable);
-    this.#secrets = translateUnavailable(new SqliteSecrets(this.#db), isSqliteUnavailable);
+    this.apiKeys = new ApiKeyCache(adapt(new SqliteApiKeyStore(this.#db)), { rememberActive: false });
+    this.idempotency = adapt(idempotency);
+    this.#secrets = adapt(new SqliteSecrets(this.#db));
     this.#probe = this.#db.prepare(PROBE_WRITE);
   }
 
@@ -76,13 +86,13 @@ export class SqliteStorage implements Storage {
 
   /** A real write, committed: a database that can still be read but not written (full, read-only) fails. */
   async ping(): Promise<void> {
-    this.#db.pragma(`busy_timeout = ${Math.min(PROBE_BUSY_TIMEOUT_MS, this.#timeoutMs)}`);
     try {
-      this.#probe.run(Date.now());
+      await retryWhileLocked(
+        () => this.#probe.run(Date.now()),
+        Math.min(PROBE_LOCK_WAIT_MS, this.#timeoutMs),
+      );
     } catch (error) {
       throw toStorageError(error, isSqliteUnavailable);
-    } finally {
-      if (this.#db.open) this.#db.pragma(`busy_timeout = ${this.#timeoutMs}`);
     }
   }
 
