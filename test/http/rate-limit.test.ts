@@ -50,7 +50,7 @@ for (const backend of backends) {
     const otherKey = newKey();
     let server: TestServer;
     // The buckets read the service's clock: standing still, every figure below is exact.
-    const clock = Date.parse('2026-01-01T00:00:00Z');
+    let clock = Date.parse('2026-01-01T00:00:00Z');
     const now = () => new Date(clock);
     before(async () => {
       server = await startTestServer({
@@ -91,29 +91,6 @@ for (const backend of backends) {
       assert.equal(await counterValue(server, 'petstore_rate_limited_total'), before + 1);
     });
 
-    test('when the Retry-After has passed, then one token is back, and no more', async () => {
-      const refillKey = newKey();
-      // A clock of its own: moving the shared one would refill the other tests' buckets.
-      let ownClock = clock;
-      const fresh = await startTestServer({
-        backend,
-        env: { ...NO_REFILL, RATE_LIMIT_BURST: '1', PETSTORE_API_KEYS: refillKey },
-        now: () => new Date(ownClock),
-      });
-      try {
-        assert.equal((await fresh.request('GET', '/v1/pets', { key: refillKey })).status, 200);
-        ownClock += 99_999;
-        const early = await fresh.request('GET', '/v1/pets', { key: refillKey });
-        assert.deepEqual([early.status, fields(early).retryAfter], [429, '1']);
-        ownClock += 1;
-        const back = await fresh.request('GET', '/v1/pets', { key: refillKey });
-        assert.deepEqual([back.status, fields(back).limit], [200, '"per-key";r=0;t=100']);
-        assert.equal((await fresh.request('GET', '/v1/pets', { key: refillKey })).status, 429);
-      } finally {
-        await fresh.close();
-      }
-    });
-
     test('when one key is limited, then another key still passes', async () => {
       assert.equal((await server.request('GET', '/v1/pets', { key })).status, 429);
       const res = await server.request('GET', '/v1/pets', { key: otherKey });
@@ -142,24 +119,19 @@ for (const backend of backends) {
     });
 
     test('when a key lacks the scope an operation needs, then its 403 costs no token', async () => {
-      const fresh = await startTestServer({ backend, env: { ...NO_REFILL, RATE_LIMIT_BURST: '2' }, now });
-      try {
-        const reader = newApiKey('reader', now(), { scopes: ['pets:read'] });
-        await fresh.storage.apiKeys.insert(reader.record);
-        for (let i = 0; i < 5; i++) {
-          const refused = await fresh.request('POST', '/v1/pets', {
-            key: reader.secret,
-            body: { name: 'Rex', categoryId: 1 },
-          });
-          assert.equal(refused.status, 403, refused.text);
-          assert.equal(fields(refused).limit, null);
-        }
-        // Both tokens of the burst are still there.
-        const first = await fresh.request('GET', '/v1/pets', { key: reader.secret });
-        assert.equal(fields(first).limit, '"per-key";r=1;t=100');
-      } finally {
-        await fresh.close();
+      const reader = newApiKey('reader', now(), { scopes: ['pets:read'] });
+      await server.storage.apiKeys.insert(reader.record);
+      for (let i = 0; i < 5; i++) {
+        const refused = await server.request('POST', '/v1/pets', {
+          key: reader.secret,
+          body: { name: 'Rex', categoryId: 1 },
+        });
+        assert.equal(refused.status, 403, refused.text);
+        assert.equal(fields(refused).limit, null);
       }
+      // The whole burst of 3 is still there.
+      const first = await server.request('GET', '/v1/pets', { key: reader.secret });
+      assert.equal(fields(first).limit, '"per-key";r=2;t=100');
     });
 
     test('when a key is limited, then the probes, metrics and the OpenAPI document still answer', async () => {
@@ -197,6 +169,23 @@ for (const backend of backends) {
       } finally {
         await unlimited.close();
       }
+    });
+
+    // Last of this server's tests: it moves the clock, which refills every key's bucket.
+    test('when the Retry-After has passed, then one token is back, and no more', async () => {
+      const refill = newApiKey('refill', now());
+      await server.storage.apiKeys.insert(refill.record);
+      for (let i = 0; i < 3; i++) await server.request('GET', '/v1/pets', { key: refill.secret });
+      const refused = await server.request('GET', '/v1/pets', { key: refill.secret });
+      assert.deepEqual([refused.status, fields(refused).retryAfter], [429, '100']);
+      clock += 99_999;
+      const early = await server.request('GET', '/v1/pets', { key: refill.secret });
+      assert.deepEqual([early.status, fields(early).retryAfter], [429, '1']);
+      clock += 1;
+      const back = await server.request('GET', '/v1/pets', { key: refill.secret });
+      // Empty again: 300 s until all 3 are back.
+      assert.deepEqual([back.status, fields(back).limit], [200, '"per-key";r=0;t=300']);
+      assert.equal((await server.request('GET', '/v1/pets', { key: refill.secret })).status, 429);
     });
   });
 
