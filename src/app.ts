@@ -105,7 +105,7 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
     lastUse.used(hash, at),
   );
   pruneExpiredIdempotencyKeys(app, () => pruneIdempotencyKeys(store.idempotency, now()));
-  const buckets = await openTokenBuckets(config, app);
+  const buckets = await openTokenBuckets(config, app, now);
 
   await app.register(healthRoutes, { storage, now });
   await app.register(
@@ -115,7 +115,10 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
       await v1.register(shedLoad, { overload: config.overload });
       await v1.register(authentication, {
         verifier,
-        failures: config.authFailures ? new AuthFailureLimiter(config.authFailures) : undefined,
+        // The service's clock, which tests set: how long an address waits is a matter of time.
+        failures: config.authFailures
+          ? new AuthFailureLimiter(config.authFailures, () => now().getTime())
+          : undefined,
       });
       // Right after knowing the caller, before anything is validated or counted: 403 without the scope.
       await v1.register(scopes);
@@ -176,7 +179,11 @@ function logDestination(): DestinationStream & { flush(): void } {
 }
 
 /** Where rate-limit buckets live (Redis when REDIS_URL is set), or undefined when limiting is off. */
-async function openTokenBuckets(config: Config, app: FastifyInstance): Promise<TokenBuckets | undefined> {
+async function openTokenBuckets(
+  config: Config,
+  app: FastifyInstance,
+  now: () => Date,
+): Promise<TokenBuckets | undefined> {
   if (config.rateLimit.perSecond === 0) return undefined;
   let buckets: TokenBuckets;
   if (config.redisUrl) {
@@ -186,7 +193,8 @@ async function openTokenBuckets(config: Config, app: FastifyInstance): Promise<T
       app.log.debug({ err: error }, 'redis connection error'),
     );
   } else {
-    buckets = new MemoryBuckets();
+    // The service's clock, which tests set (Redis keeps its own).
+    buckets = new MemoryBuckets(() => now().getTime());
   }
   app.addHook('onClose', () => buckets.close());
   return buckets;

@@ -8,11 +8,16 @@ const PLAIN_INTERVAL_MS = 2_000;
  */
 export class ProgressLine {
   readonly #out: NodeJS.WritableStream & { isTTY?: boolean };
+  readonly #now: () => number;
   #lastPlainAt = Number.NEGATIVE_INFINITY;
   #lastPlainText: string | undefined;
 
-  constructor(out: NodeJS.WritableStream & { isTTY?: boolean } = process.stderr) {
+  constructor(
+    out: NodeJS.WritableStream & { isTTY?: boolean } = process.stderr,
+    now: () => number = Date.now,
+  ) {
     this.#out = out;
+    this.#now = now;
   }
 
   /** Shows `text`; `done` ends the line, so what follows starts on a fresh one. */
@@ -22,7 +27,7 @@ export class ProgressLine {
       this.#out.write(`\r\x1b[2K${text}${done ? '\n' : ''}`);
       return;
     }
-    const now = Date.now();
+    const now = this.#now();
     // A line already written stays as it is: writing the last figures again, as `done`, would repeat it.
     if (text === this.#lastPlainText || (!done && now - this.#lastPlainAt < PLAIN_INTERVAL_MS)) return;
     this.#lastPlainAt = now;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { TestContext } from 'node:test';
 import {
@@ -168,12 +168,9 @@ function recordingFetch(statuses: number[]): typeof fetch {
   };
 }
 
-/** A bare HTTP server standing in for one that misbehaves; `answer` gets every request. */
-async function fakeService(t: TestContext, answer: (response: ServerResponse) => void): Promise<string> {
-  const server: Server = createServer((request, response) => {
-    request.resume();
-    answer(response);
-  });
+/** A bare HTTP server standing in for one that never answers; it reads every request. */
+async function silentService(t: TestContext): Promise<string> {
+  const server: Server = createServer((request) => request.resume());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.after(
     () =>
@@ -185,10 +182,30 @@ async function fakeService(t: TestContext, answer: (response: ServerResponse) =>
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
 }
 
-const refuse = (status: number) => (response: ServerResponse) =>
-  response
-    .writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'retry-after': '0' })
-    .end(JSON.stringify({ code: status === 429 ? 'rate_limited' : 'unavailable', message: 'later', status }));
+/**
+ * The real service's answers, each checked against its OpenAPI document and recorded, with one change:
+ * Retry-After says 0, so the client retries at once instead of after the service's 1 to 100 s (what it
+ * does with a longer Retry-After is tested above, against the real header).
+ */
+function realAnswersAtOnce(service: TestServer, statuses: number[]): typeof fetch {
+  return async (input, init) => {
+    const request = new Request(input, init);
+    const response = await fetch(request);
+    const text = await response.text();
+    const url = new URL(request.url);
+    service.contract.check(
+      request.method,
+      `${url.pathname}${url.search}`,
+      response.status,
+      response.headers.get('content-type'),
+      text,
+    );
+    statuses.push(response.status);
+    const headers = new Headers(response.headers);
+    if (headers.has('retry-after')) headers.set('retry-after', '0');
+    return new Response(text, { status: response.status, headers });
+  };
+}
 
 const isRefusal = (status: number) => (error: unknown) =>
   error instanceof PetstoreError && error.status === status;
@@ -258,12 +275,17 @@ describe('typed client: idempotency, retries, timeouts, network failures', () =>
   });
 
   test('when every try is refused, then the client stops after maxRetries and gives the last answer', async (t) => {
-    const baseUrl = await fakeService(t, refuse(429));
+    const limited = await startTestServer({
+      backend: sqlite,
+      env: { RATE_LIMIT_PER_SECOND: '0.01', RATE_LIMIT_BURST: '1' },
+    });
+    t.after(() => limited.close());
+    assert.equal((await limited.request('GET', '/v1/pets')).status, 200); // the one request of the burst
     const statuses: number[] = [];
     const client = new PetstoreClient({
-      baseUrl,
+      baseUrl: `${limited.url}/v1`,
       apiKey: TEST_KEY,
-      fetch: recordingFetch(statuses),
+      fetch: realAnswersAtOnce(limited, statuses),
       retry: { maxRetries: 3 },
     });
     await assert.rejects(client.listPets(), isRefusal(429));
@@ -271,11 +293,25 @@ describe('typed client: idempotency, retries, timeouts, network failures', () =>
   });
 
   test('when a 503 comes back, then reads and keyed creates are retried, a create without a key is not', async (t) => {
-    const baseUrl = await fakeService(t, refuse(503));
+    // The database goes away under the running service: every operation is a real 503.
+    const away = await startTestServer({ backend: sqlite });
+    await away.storage.close();
+    t.after(async () => {
+      await away.app.close();
+      await away.database.drop();
+    });
     const tries = async (call: (client: PetstoreClient) => Promise<unknown>) => {
       const statuses: number[] = [];
-      const client = new PetstoreClient({ baseUrl, apiKey: TEST_KEY, fetch: recordingFetch(statuses) });
+      const client = new PetstoreClient({
+        baseUrl: `${away.url}/v1`,
+        apiKey: TEST_KEY,
+        fetch: realAnswersAtOnce(away, statuses),
+      });
       await assert.rejects(call(client), isRefusal(503));
+      assert.ok(
+        statuses.every((status) => status === 503),
+        `${statuses}`,
+      );
       return statuses.length;
     };
     assert.equal(await tries((client) => client.listPets()), 3);
@@ -296,7 +332,7 @@ describe('typed client: idempotency, retries, timeouts, network failures', () =>
   });
 
   test('when the service does not answer in time, then the call fails with a PetstoreNetworkError timeout', async (t) => {
-    const baseUrl = await fakeService(t, () => undefined); // reads the request, never answers
+    const baseUrl = await silentService(t);
     const client = new PetstoreClient({ baseUrl, apiKey: TEST_KEY, timeoutMs: 200 });
     await assert.rejects(
       client.listPets(),

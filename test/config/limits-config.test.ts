@@ -50,3 +50,11 @@ for (const [variable, value] of [
     );
   });
 }
+
+test('when the database and failed-authentication limits are not configured, then the README defaults apply: a pool of 10, a 5 s bound, 30 failed authentications a minute', () => {
+  const config = loadConfig({});
+  assert.equal(config.databasePoolSize, 10);
+  assert.equal(config.databaseTimeoutMs, 5_000);
+  // 30 a minute, at once or spread out: a burst of 30, refilled at half a token a second.
+  assert.deepEqual(config.authFailures, { perSecond: 0.5, burst: 30 });
+});

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import { after, backends, test } from '../support/backends.js';
-import { killAllCliProcesses, type ServeProcess, startServe } from '../support/cli.js';
+import { killAllCliProcesses, lostConnection, type ServeProcess, startServe } from '../support/cli.js';
 import { storedPets } from '../support/db-inspect.js';
+import { walkLinks } from '../support/paging.js';
 import { parseExact } from '../support/raw-json.js';
 
 /**
@@ -50,17 +51,11 @@ async function serve(t: TestContext, url: string): Promise<ServeProcess> {
 
 /** Every pet through the API, walking every page of the restarted service. */
 async function listAll(url: string): Promise<PetText[]> {
-  const pets: PetText[] = [];
-  let path: string | undefined = '/v1/pets?limit=100';
-  while (path !== undefined) {
+  const pages = await walkLinks('/v1/pets?limit=100', async (path) => {
     const res = await fetch(`${url}${path}`, { headers: { authorization: `Bearer ${KEY}` } });
-    const text = await res.text();
-    assert.equal(res.status, 200, text);
-    pets.push(...parseExact<Record<string, unknown>[]>(text).map(asText));
-    const link = res.headers.get('link');
-    path = link ? (/^<([^>]+)>; rel="next"$/.exec(link)?.[1] as string) : undefined;
-  }
-  return pets;
+    return { status: res.status, headers: res.headers, text: await res.text() };
+  });
+  return pages.flatMap((page) => parseExact<Record<string, unknown>[]>(page.text).map(asText));
 }
 
 for (const backend of backends) {
@@ -97,8 +92,10 @@ for (const backend of backends) {
                 body: `{"name":${JSON.stringify(pet.name)},"categoryId":${pet.categoryId},"status":"${pet.status}"}`,
               });
               text = await res.text();
-            } catch {
-              return; // the process is gone: this request's fate is unknown
+            } catch (error) {
+              // Only the kill ends a worker (the process is gone: this request's fate is unknown).
+              if (killed && lostConnection(error)) return;
+              throw error;
             }
             if (res.status !== 201) {
               refused.push({ name: pet.name, status: res.status, body: text });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import { after, backends, test } from '../support/backends.js';
-import { killAllCliProcesses, type ServeProcess, startServe } from '../support/cli.js';
+import { killAllCliProcesses, lostConnection, type ServeProcess, startServe } from '../support/cli.js';
 import { queryDatabase } from '../support/db-inspect.js';
 
 /**
@@ -99,8 +99,10 @@ for (const backend of backends) {
               state.acknowledged = moved.body.status as string;
               state.inFlight = undefined;
               acknowledge();
-            } catch {
-              return; // the process is gone: the request in flight has an unknown fate
+            } catch (error) {
+              // Only the kill ends a worker (the process is gone: the request in flight has an unknown fate).
+              if (killed && lostConnection(error)) return;
+              throw error;
             }
           }
         }),

@@ -21,23 +21,11 @@ import {
   type TempDatabase,
   tempDatabase,
 } from '../support/cli.js';
+import { freePort } from '../support/free-port.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { TEST_KEY } from '../support/test-server.js';
 
 after(killAllCliProcesses);
-
-/**
- * A port that was free a moment ago. The tests that kill every worker need a fixed one: with PORT=0,
- * workers that listen again after all of them died would be given a new port.
- */
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
 
 /** The processes the primary has forked, alive now (Linux's /proc). */
 function workersOf(primary: CliProcess): number[] {
@@ -100,6 +88,7 @@ const servesAgain = (port: number) =>
   );
 
 async function startCluster(env: Record<string, string>): Promise<{ serve: CliProcess; port: number }> {
+  // A fixed port: with PORT=0, workers that listen again after all of them died would get a new one.
   const port = await freePort();
   const serve = await startServe(
     {

@@ -22,28 +22,33 @@ function assertTooMany(res: Awaited<ReturnType<TestServer['request']>>): void {
   assert.equal(res.status, 429, res.text);
   assert.deepEqual(Object.keys(res.json<object>()).sort(), ['code', 'message', 'status']);
   assert.equal(res.json<{ code: string }>().code, 'rate_limited');
-  const retryAfter = Number(res.headers.get('retry-after'));
-  assert.match(
+  // The servers' clocks stand still: the wait is the whole refill of one token, exactly.
+  assert.equal(res.headers.get('retry-after'), String(REFILL_SECONDS));
+  assert.equal(
     res.json<{ message: string }>().message,
-    new RegExp(`^too many failed authentications from this address; retry after ${retryAfter} s$`),
+    `too many failed authentications from this address; retry after ${REFILL_SECONDS} s`,
   );
-  assert.ok(retryAfter >= 1 && retryAfter <= REFILL_SECONDS, `Retry-After ${retryAfter}`);
 }
 
 for (const backend of backends) {
   backend.describe(`failed authentications per client address (${backend.name})`, () => {
     let server: TestServer;
     let direct: TestServer;
-    const stored = newApiKey('auth-failures test', new Date());
+    // The limiter reads the service's clock: it stands still unless a test moves it.
+    let clock = Date.parse('2026-06-01T00:00:00Z');
+    const now = () => new Date(clock);
+    const stored = newApiKey('auth-failures test', now());
 
     before(async () => {
       server = await startTestServer({
         backend,
+        now,
         env: { AUTH_FAILURES_PER_MINUTE: String(FAILURES_PER_MINUTE), TRUSTED_PROXIES: '127.0.0.1' },
       });
       await server.storage.apiKeys.insert(stored.record);
       direct = await startTestServer({
         backend,
+        now,
         env: { AUTH_FAILURES_PER_MINUTE: String(FAILURES_PER_MINUTE) },
       });
     });
@@ -68,6 +73,16 @@ for (const backend of backends) {
       assert.equal(other.status, 401, 'another client address is not affected');
       const probe = await server.request('GET', '/healthz', { key: null, headers: from('203.0.113.7') });
       assert.equal(probe.status, 200, 'probes are outside /v1 and never limited');
+    });
+
+    test('when the Retry-After has passed, then the address may fail again, and not before', async () => {
+      await exhaust(server, '203.0.113.9');
+      clock += REFILL_SECONDS * 1000 - 1;
+      const early = await server.request('GET', '/v1/pets', { key: BAD_KEY, headers: from('203.0.113.9') });
+      assert.deepEqual([early.status, early.headers.get('retry-after')], [429, '1']);
+      clock += 1;
+      const waited = await server.request('GET', '/v1/pets', { key: BAD_KEY, headers: from('203.0.113.9') });
+      assert.equal(waited.status, 401, 'one more try, answered as any bad key');
     });
 
     test('when an address sends many requests with no key, then they are never counted: a valid key from it is served', async () => {

@@ -85,6 +85,31 @@ describe('response compression', () => {
     assert.equal(parseExact<unknown[]>(res.body).length, 1);
   });
 
+  test('when a response is 1023 bytes, then it goes out as it is; at 1024 (1 KiB), then it is compressed', async () => {
+    // A page of animals of one status, its last name chosen to make the page exactly `size` bytes.
+    const pageOf = async (status: string, size: number): Promise<string> => {
+      let last = 0;
+      for (let i = 0; i < 3; i++) {
+        const res = await server.request('POST', '/v1/pets', {
+          body: { name: 'x'.repeat(255), categoryId: 1, status },
+        });
+        last = res.json<{ id: number }>().id;
+      }
+      const path = `/v1/pets?status=${status}`;
+      const sofar = (await server.request('GET', path)).text.length;
+      const pet = (name: string) => JSON.stringify({ id: last + 1, name, categoryId: 1, status });
+      const name = 'n'.repeat(size - sofar - 1 - pet('').length);
+      await server.request('POST', '/v1/pets', { body: { name, categoryId: 1, status } });
+      assert.equal((await server.request('GET', path)).text.length, size, `the page of ${status} animals`);
+      return path;
+    };
+    const small = await get(await pageOf('sold', 1023), 'gzip');
+    assert.deepEqual([small.headers['content-encoding'], small.bytes.length], [undefined, 1023]);
+    const large = await get(await pageOf('pending', 1024), 'gzip');
+    assert.equal(large.headers['content-encoding'], 'gzip');
+    assert.equal(gunzipSync(large.bytes).length, 1024);
+  });
+
   test('when an error is answered to a client accepting gzip, then it is the plain Error body', async () => {
     const res = await get('/v1/pets/999999', 'gzip');
     assert.equal(res.status, 404);

@@ -77,7 +77,10 @@ describe('CORS, when CORS_ORIGINS is set', () => {
       method: 'OPTIONS',
       headers: { origin: 'https://evil.example.net', 'access-control-request-method': 'GET' },
     });
+    // Answered, but without the origin: the browser, not the service, then refuses the call.
+    assert.equal(preflight.status, 204);
     assert.equal(preflight.headers.get('access-control-allow-origin'), null);
+    assert.equal(preflight.headers.get('vary'), 'Origin');
     const res = await server.request('GET', '/v1/pets', {
       key: TEST_KEY,
       headers: { origin: 'https://evil.example.net' },

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, backends, before, test } from '../support/backends.js';
-import { assertError, exactInt, rawRequest } from '../support/raw-json.js';
+import { assertError } from '../support/error-body.js';
+import { exactInt, rawRequest } from '../support/raw-json.js';
 import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
 
 interface PetBody {

@@ -4,8 +4,10 @@ import { isDeepStrictEqual } from 'node:util';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { after, backends, before, test } from '../support/backends.js';
 import { integrityCheck, storedPets, tableNames } from '../support/db-inspect.js';
+import { assertError } from '../support/error-body.js';
+import { walkLinks } from '../support/paging.js';
 import { assertRawError, parseRawResponse, sendRaw } from '../support/raw-http.js';
-import { assertError, parseExact, rawRequest } from '../support/raw-json.js';
+import { parseExact, rawRequest } from '../support/raw-json.js';
 import { startTestServer, TEST_KEY, type TestResponse, type TestServer } from '../support/test-server.js';
 
 /**
@@ -622,8 +624,8 @@ const PATH_CASES: PathCase[] = [
 interface RawCase {
   when: string;
   request: string | Buffer;
-  /** The Error status and code; message is any clear sentence. */
-  expect: [status: number, code: string];
+  /** The Error status, code and message. */
+  expect: [status: number, code: string, message: string];
 }
 
 const auth = `Authorization: Bearer ${TEST_KEY}\r\n`;
@@ -636,22 +638,22 @@ const RAW_CASES: RawCase[] = [
   {
     when: 'two Authorization headers are sent, the valid key first',
     request: `GET /v1/pets HTTP/1.1\r\nHost: 127.0.0.1\r\n${auth}Authorization: Bearer other-key-0123456789\r\nConnection: close\r\n\r\n`,
-    expect: [401, 'unauthorized'],
+    expect: [401, 'unauthorized', 'the API key is not valid'],
   },
   {
     when: 'two Authorization headers are sent, the valid key second',
     request: `GET /v1/pets HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer other-key-0123456789\r\n${auth}Connection: close\r\n\r\n`,
-    expect: [401, 'unauthorized'],
+    expect: [401, 'unauthorized', 'the API key is not valid'],
   },
   {
     when: 'two Content-Type headers are sent, application/json first',
     request: rawPost('Content-Type: application/json\r\nContent-Type: text/plain\r\n'),
-    expect: [415, 'unsupported_media_type'],
+    expect: [415, 'unsupported_media_type', 'send exactly one Content-Type header'],
   },
   {
     when: 'two Content-Type headers are sent, text/plain first',
     request: rawPost('Content-Type: text/plain\r\nContent-Type: application/json\r\n'),
-    expect: [415, 'unsupported_media_type'],
+    expect: [415, 'unsupported_media_type', 'send exactly one Content-Type header'],
   },
   {
     when: 'the bearer token is raw UTF-8 (non-ASCII bytes)',
@@ -659,17 +661,17 @@ const RAW_CASES: RawCase[] = [
       `GET /v1/pets HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${TEST_KEY}é\r\nConnection: close\r\n\r\n`,
       'utf8',
     ),
-    expect: [401, 'unauthorized'],
+    expect: [401, 'unauthorized', 'the API key is not valid'],
   },
   {
     when: 'the Authorization header holds a NUL byte',
     request: `GET /v1/pets HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${TEST_KEY}\x00\r\nConnection: close\r\n\r\n`,
-    expect: [400, 'invalid_request'],
+    expect: [400, 'invalid_request', 'the request is not valid HTTP'],
   },
   {
     when: 'the request target holds a raw NUL byte',
     request: `GET /v1/pets?limit=1\x00 HTTP/1.1\r\nHost: 127.0.0.1\r\n${auth}Connection: close\r\n\r\n`,
-    expect: [400, 'invalid_request'],
+    expect: [400, 'invalid_request', 'the request is not valid HTTP'],
   },
   {
     when: 'the request target holds raw non-ASCII bytes',
@@ -677,62 +679,70 @@ const RAW_CASES: RawCase[] = [
       `GET /v1/pets?status=söld HTTP/1.1\r\nHost: 127.0.0.1\r\n${auth}Connection: close\r\n\r\n`,
       'utf8',
     ),
-    expect: [400, 'invalid_request'],
+    expect: [400, 'invalid_request', 'the request is not valid HTTP'],
   },
   {
     when: 'two different Content-Length headers are sent',
     request: `POST /v1/pets HTTP/1.1\r\nHost: 127.0.0.1\r\n${auth}Content-Type: application/json\r\nContent-Length: ${petBody.length}\r\nContent-Length: ${petBody.length + 1}\r\nConnection: close\r\n\r\n${petBody}`,
-    expect: [400, 'invalid_request'],
+    expect: [400, 'invalid_request', 'the request is not valid HTTP'],
   },
   {
     when: 'Content-Length and Transfer-Encoding: chunked are both sent (request smuggling)',
     request: `POST /v1/pets HTTP/1.1\r\nHost: 127.0.0.1\r\n${auth}Content-Type: application/json\r\nContent-Length: ${petBody.length}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${petBody}`,
-    expect: [400, 'invalid_request'],
+    expect: [400, 'invalid_request', 'the request is not valid HTTP'],
   },
   {
     when: 'an HTTP/1.1 request has no Host header',
     request: `GET /v1/pets HTTP/1.1\r\n${auth}Connection: close\r\n\r\n`,
-    expect: [400, 'invalid_request'],
+    expect: [400, 'invalid_request', 'a Host header is required'],
   },
   {
     when: 'the request line is garbage',
     request: 'GARBAGE\r\n\r\n',
-    expect: [400, 'invalid_request'],
+    expect: [400, 'invalid_request', 'the request is not valid HTTP'],
   },
   {
     when: 'the query string is 20 KB long (beyond the 16 KiB head limit)',
     request: `GET /v1/pets?${'x'.repeat(20_000)} HTTP/1.1\r\nHost: 127.0.0.1\r\n${auth}Connection: close\r\n\r\n`,
-    expect: [431, 'request_header_fields_too_large'],
+    expect: [
+      431,
+      'request_header_fields_too_large',
+      'the request head (line and headers) is larger than 16 KiB',
+    ],
   },
   {
     when: 'a header is 17 KB long (beyond the 16 KiB head limit)',
     request: `GET /v1/pets HTTP/1.1\r\nHost: 127.0.0.1\r\n${auth}X-Padding: ${'p'.repeat(17_000)}\r\nConnection: close\r\n\r\n`,
-    expect: [431, 'request_header_fields_too_large'],
+    expect: [
+      431,
+      'request_header_fields_too_large',
+      'the request head (line and headers) is larger than 16 KiB',
+    ],
   },
   {
     when: 'two Host headers are sent (RFC 9112 §3.2)',
     request: `GET /v1/pets HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n${auth}Connection: close\r\n\r\n`,
-    expect: [400, 'invalid_request'],
+    expect: [400, 'invalid_request', 'send exactly one Host header'],
   },
   {
     when: 'Expect asks for something other than 100-continue (Expect: 200-ok)',
     request: rawPost('Content-Type: application/json\r\nExpect: 200-ok\r\n'),
-    expect: [417, 'expectation_failed'],
+    expect: [417, 'expectation_failed', 'the only expectation this service meets is Expect: 100-continue'],
   },
   {
     when: 'Expect: 100-continue comes without a key (the answer is 401, with no 100 Continue before it)',
     request: `POST /v1/pets HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${petBody.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
-    expect: [401, 'unauthorized'],
+    expect: [401, 'unauthorized', 'an API key is required: send "Authorization: Bearer <key>"'],
   },
   {
     when: 'the method is CONNECT (this is not a proxy)',
     request: `CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n${auth}Connection: close\r\n\r\n`,
-    expect: [400, 'invalid_request'],
+    expect: [400, 'invalid_request', 'CONNECT is not supported: this service is not a proxy'],
   },
   {
     when: 'the method is CONNECT with a path',
     request: `CONNECT /v1/pets HTTP/1.1\r\nHost: 127.0.0.1\r\n${auth}Connection: close\r\n\r\n`,
-    expect: [400, 'invalid_request'],
+    expect: [400, 'invalid_request', 'CONNECT is not supported: this service is not a proxy'],
   },
 ];
 
@@ -754,18 +764,8 @@ for (const backend of backends) {
 
     /** Every pet, walking every page. */
     async function listAll(): Promise<Pet[]> {
-      const pets: Pet[] = [];
-      let path: string | undefined = '/v1/pets?limit=100';
-      while (path !== undefined) {
-        const res = await server.request('GET', path);
-        assert.equal(res.status, 200, res.text);
-        pets.push(...res.exact<Pet[]>());
-        const link = res.headers.get('link');
-        path = link
-          ? new URL(/^<([^>]+)>/.exec(link)?.[1] as string, server.url).href.slice(server.url.length)
-          : undefined;
-      }
-      return pets;
+      const pages = await walkLinks('/v1/pets?limit=100', (path) => server.request('GET', path));
+      return pages.flatMap((page) => page.exact<Pet[]>());
     }
 
     /** The store holds exactly `expected`: nothing half-stored, nothing extra, nothing lost. */
@@ -864,10 +864,10 @@ for (const backend of backends) {
     });
 
     for (const { when, request, expect } of RAW_CASES) {
-      const [status, code] = expect;
+      const [status, code, message] = expect;
       test(`when ${when}, then ${status} ${code} with the Error body and nothing is stored`, async () => {
         await thenStoreUnchanged(async () =>
-          assertRawError(await sendRaw(server.url, request), status, code),
+          assertRawError(await sendRaw(server.url, request), status, code, message),
         );
       });
     }

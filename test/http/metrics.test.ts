@@ -60,6 +60,46 @@ for (const backend of backends) {
       assert.ok(!text.includes('/v1/pets/1"'), 'raw URLs never become label values');
     });
 
+    test('when the latency histogram and the pool are read, then the buckets run from 0.5 ms to 2.5 s, and the pool shows on PostgreSQL only', async () => {
+      await server.request('GET', '/v1/pets');
+      const text = (await server.request('GET', '/metrics', { key: null })).text;
+      const les = text
+        .split('\n')
+        .filter(
+          (line) =>
+            line.startsWith('petstore_http_request_duration_seconds_bucket{') &&
+            line.includes('route="/v1/pets"') &&
+            line.includes('method="GET"') &&
+            line.includes('status="200"'),
+        )
+        .map((line) => /le="([^"]+)"/.exec(line)?.[1]);
+      assert.deepEqual(les, [
+        '0.0005',
+        '0.001',
+        '0.002',
+        '0.005',
+        '0.01',
+        '0.025',
+        '0.05',
+        '0.1',
+        '0.25',
+        '0.5',
+        '1',
+        '2.5',
+        '+Inf',
+      ]);
+      const pool = ['total', 'idle', 'waiting'].map((state) =>
+        sample(text, 'petstore_db_pool_connections', { state }),
+      );
+      if (backend.name === 'postgres') {
+        assert.ok(
+          pool.every((value) => value !== undefined && value >= 0),
+          `pool: ${pool}`,
+        );
+        assert.ok((pool[0] as number) >= 1, 'the pool holds the connection that served the request');
+      } else assert.deepEqual(pool, [undefined, undefined, undefined], 'SQLite has no pool');
+    });
+
     test('when storage operations fail, then they are counted by operation', async () => {
       const broken = await startTestServer({ backend });
       try {

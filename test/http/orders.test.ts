@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { after, backends, before, test } from '../support/backends.js';
+import { assertError } from '../support/error-body.js';
+import { captureLog } from '../support/log-capture.js';
 import { addAnimal, allOrders, animalStatus, type OrderBody, placeOrder } from '../support/orders.js';
 import { cursorOf, nextHref, toPath } from '../support/paging.js';
-import { assertError, rawRequest } from '../support/raw-json.js';
+import { rawRequest } from '../support/raw-json.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
 /**
@@ -22,15 +22,9 @@ for (const backend of backends) {
   backend.describe(`the Store: orders (${backend.name})`, () => {
     let server: TestServer;
     /** The service's log lines, as JSON. */
-    const logLines: Record<string, unknown>[] = [];
+    const { lines: logLines, logger } = captureLog('info');
     before(async () => {
-      const sink = new Writable({
-        write(chunk, _encoding, done) {
-          for (const line of String(chunk).split('\n').filter(Boolean)) logLines.push(JSON.parse(line));
-          done();
-        },
-      });
-      server = await startTestServer({ backend, logger: pino({ level: 'info' }, sink) });
+      server = await startTestServer({ backend, logger });
     });
     after(() => server.close());
 

@@ -1,16 +1,33 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import Fastify from 'fastify';
+import { ApiKeyVerifier } from '../../src/domain/api-keys.js';
+import type { Storage } from '../../src/domain/storage.js';
 import { authentication } from '../../src/http/auth.js';
 import { errorHandling } from '../../src/http/errors.js';
+import { ServiceMetrics } from '../../src/http/metrics.js';
 import { shedLoad } from '../../src/http/overload.js';
 import { rateLimit } from '../../src/http/rate-limit.js';
+import { ErrorBody } from '../../src/http/schemas/error.js';
 import { scopes } from '../../src/http/scopes.js';
+import { MemoryBuckets } from '../../src/rate-limit/memory-buckets.js';
+import { openStorage } from '../../src/storage/open-storage.js';
+import { assertError } from '../support/error-body.js';
+import { TEST_KEY, testConfig } from '../support/test-server.js';
 
 /** The order of the HTTP concerns is declared by the plugins themselves, and Fastify holds to it. */
 describe('plugin order', () => {
   const overload = { maxEventLoopDelayMs: 1_000, maxHeapUsedBytes: 1e12 };
-  const verifier = { authenticate: () => undefined } as never;
+  // The real services, on a database in memory: no stand-in of our own code.
+  let storage: Storage;
+  let verifier: ApiKeyVerifier;
+  let metrics: ServiceMetrics;
+  before(async () => {
+    storage = await openStorage(testConfig('sqlite::memory:'));
+    verifier = new ApiKeyVerifier(storage.apiKeys, [TEST_KEY]);
+    metrics = new ServiceMetrics(storage);
+  });
+  after(() => storage.close());
 
   test('when the rate limit is registered before authentication, then Fastify refuses to start, naming both', async () => {
     const app = Fastify();
@@ -21,7 +38,7 @@ describe('plugin order', () => {
         await app.register(rateLimit, {
           buckets: undefined,
           policy: { perSecond: 1, burst: 1 },
-          metrics: {} as never,
+          metrics,
         });
         await app.ready();
       },
@@ -82,18 +99,45 @@ describe('plugin order', () => {
     await app.close().catch(() => undefined);
   });
 
-  test('when they are registered in their order, then the app starts', async () => {
+  test('when they are registered in their order, then the app starts, and a request meets them in turn: no key 401, a key 200, the same key over its rate 429', async () => {
     const app = Fastify();
+    // The Error schema the shared answers (401, 429) refer to, as the app adds it.
+    app.addSchema(ErrorBody);
     await app.register(errorHandling);
     await app.register(shedLoad, { overload });
     await app.register(authentication, { verifier, failures: undefined });
     await app.register(scopes);
     await app.register(rateLimit, {
-      buckets: undefined,
+      buckets: new MemoryBuckets(() => 0),
       policy: { perSecond: 1, burst: 1 },
-      metrics: {} as never,
+      metrics,
+    });
+    await app.register(async (routes) => {
+      routes.get(
+        '/pets',
+        { config: { scope: 'pets:read' }, schema: { response: { 200: { type: 'string' } } } },
+        async () => 'served',
+      );
     });
     await app.ready();
+    const get = async (key?: string) => {
+      const res = await app.inject({
+        method: 'GET',
+        url: '/pets',
+        headers: key ? { authorization: `Bearer ${key}` } : {},
+      });
+      return {
+        status: res.statusCode,
+        headers: new Headers(res.headers as Record<string, string>),
+        text: res.body,
+      };
+    };
+    assertError(await get(), 401, 'unauthorized');
+    const served = await get(TEST_KEY);
+    assert.equal(served.status, 200, served.text);
+    assert.equal(served.text, 'served');
+    // The clock of the buckets stands still: the one token is spent.
+    assertError(await get(TEST_KEY), 429, 'rate_limited');
     await app.close();
   });
 });

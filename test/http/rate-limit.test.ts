@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
+import { newApiKey } from '../../src/domain/api-keys.js';
 import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
+import { freePort } from '../support/free-port.js';
+import { captureLog } from '../support/log-capture.js';
 import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
 
 /** The Redis that CI runs (.ci/run starts it). */
@@ -12,14 +15,6 @@ const NO_REFILL = { RATE_LIMIT_PER_SECOND: '0.01' };
 
 /** A key of its own for each test: buckets in a shared Redis never carry over between tests or runs. */
 const newKey = () => `rate-test-${randomBytes(12).toString('hex')}`;
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** Resolves once something accepts connections on the port (bounded: gives up after 10 s). */
 async function reachable(port: number): Promise<void> {
@@ -54,10 +49,14 @@ for (const backend of backends) {
     const key = newKey();
     const otherKey = newKey();
     let server: TestServer;
+    // The buckets read the service's clock: standing still, every figure below is exact.
+    let clock = Date.parse('2026-01-01T00:00:00Z');
+    const now = () => new Date(clock);
     before(async () => {
       server = await startTestServer({
         backend,
         env: { ...NO_REFILL, RATE_LIMIT_BURST: '3', PETSTORE_API_KEYS: `${key},${otherKey}` },
+        now,
       });
     });
     after(() => server.close());
@@ -87,8 +86,8 @@ for (const backend of backends) {
       const { policy, limit, retryAfter } = fields(refused);
       assert.equal(policy, '"per-key";q=3;w=300');
       assert.equal(limit, '"per-key";r=0;t=300');
-      // Seconds until one token is back: 100 at 0.01/s, less the instant since the last take.
-      assert.ok(Number(retryAfter) >= 99 && Number(retryAfter) <= 100, `Retry-After ${retryAfter}`);
+      // Seconds until one token is back: 100 at 0.01/s.
+      assert.equal(retryAfter, '100');
       assert.equal(await counterValue(server, 'petstore_rate_limited_total'), before + 1);
     });
 
@@ -103,6 +102,7 @@ for (const backend of backends) {
       const fresh = await startTestServer({
         backend,
         env: { ...NO_REFILL, RATE_LIMIT_BURST: '2', PETSTORE_API_KEYS: key },
+        now,
       });
       try {
         for (let i = 0; i < 5; i++) {
@@ -118,6 +118,22 @@ for (const backend of backends) {
       }
     });
 
+    test('when a key lacks the scope an operation needs, then its 403 costs no token', async () => {
+      const reader = newApiKey('reader', now(), { scopes: ['pets:read'] });
+      await server.storage.apiKeys.insert(reader.record);
+      for (let i = 0; i < 5; i++) {
+        const refused = await server.request('POST', '/v1/pets', {
+          key: reader.secret,
+          body: { name: 'Rex', categoryId: 1 },
+        });
+        assert.equal(refused.status, 403, refused.text);
+        assert.equal(fields(refused).limit, null);
+      }
+      // The whole burst of 3 is still there.
+      const first = await server.request('GET', '/v1/pets', { key: reader.secret });
+      assert.equal(fields(first).limit, '"per-key";r=2;t=100');
+    });
+
     test('when a key is limited, then the probes, metrics and the OpenAPI document still answer', async () => {
       assert.equal((await server.request('GET', '/v1/pets', { key })).status, 429);
       for (const path of ['/healthz', '/readyz', '/metrics', '/v1/openapi.json']) {
@@ -126,7 +142,7 @@ for (const backend of backends) {
     });
 
     test('when a counted request is refused for another reason, then its error still carries the RateLimit fields', async () => {
-      const fresh = await startTestServer({ backend, env: { ...NO_REFILL, RATE_LIMIT_BURST: '5' } });
+      const fresh = await startTestServer({ backend, env: { ...NO_REFILL, RATE_LIMIT_BURST: '5' }, now });
       try {
         const invalid = await fresh.request('GET', '/v1/pets?limit=0');
         assert.equal(invalid.status, 400);
@@ -153,6 +169,23 @@ for (const backend of backends) {
       } finally {
         await unlimited.close();
       }
+    });
+
+    // Last of this server's tests: it moves the clock, which refills every key's bucket.
+    test('when the Retry-After has passed, then one token is back, and no more', async () => {
+      const refill = newApiKey('refill', now());
+      await server.storage.apiKeys.insert(refill.record);
+      for (let i = 0; i < 3; i++) await server.request('GET', '/v1/pets', { key: refill.secret });
+      const refused = await server.request('GET', '/v1/pets', { key: refill.secret });
+      assert.deepEqual([refused.status, fields(refused).retryAfter], [429, '100']);
+      clock += 99_999;
+      const early = await server.request('GET', '/v1/pets', { key: refill.secret });
+      assert.deepEqual([early.status, fields(early).retryAfter], [429, '1']);
+      clock += 1;
+      const back = await server.request('GET', '/v1/pets', { key: refill.secret });
+      // Empty again: 300 s until all 3 are back.
+      assert.deepEqual([back.status, fields(back).limit], [200, '"per-key";r=0;t=300']);
+      assert.equal((await server.request('GET', '/v1/pets', { key: refill.secret })).status, 429);
     });
   });
 
@@ -204,11 +237,11 @@ for (const backend of backends) {
   backend.describe(`rate limits when Redis is away (${backend.name})`, () => {
     test('when REDIS_URL points where nothing listens, then requests are served unlimited and counted as failing open', async () => {
       const port = await freePort();
-      const lines: string[] = [];
+      const { lines, logger } = captureLog('warn');
       const server = await startTestServer({
         backend,
         env: { ...NO_REFILL, RATE_LIMIT_BURST: '1', REDIS_URL: `redis://127.0.0.1:${port}` },
-        logger: { level: 'warn', stream: { write: (line: string) => lines.push(line) } },
+        logger,
       });
       try {
         for (let i = 0; i < 3; i++) {
@@ -218,7 +251,7 @@ for (const backend of backends) {
         }
         assert.equal(await counterValue(server, 'petstore_rate_limit_fail_open_total'), 3);
         // Logged at warn once for the outage, not once per request.
-        const warnings = lines.map((line) => JSON.parse(line)).filter((entry) => entry.level === 40);
+        const warnings = lines.filter((entry) => entry.level === 40);
         assert.deepEqual(
           warnings.map((entry) => entry.msg),
           ['rate limiter unavailable: requests pass unlimited'],

@@ -1,22 +1,16 @@
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
-import pino from 'pino';
+import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 import { jsonLines, startServe } from '../../support/service-process.js';
 import { sqlite } from '../support/backends.js';
+import { captureLog } from '../support/log-capture.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
 describe('log lines and request ids', () => {
   let server: TestServer;
-  const lines: Record<string, unknown>[] = [];
+  const { lines, logger } = captureLog('debug');
   before(async () => {
-    const sink = new Writable({
-      write(chunk, _encoding, done) {
-        for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
-        done();
-      },
-    });
-    server = await startTestServer({ backend: sqlite, logger: pino({ level: 'debug' }, sink) });
+    server = await startTestServer({ backend: sqlite, logger });
   });
   after(() => server.close());
 
@@ -90,5 +84,31 @@ describe('the request log of a running process (its own stdout)', () => {
     } finally {
       await serve.kill();
     }
+  });
+});
+
+describe('request lines with LOG_REQUESTS=false', () => {
+  let server: TestServer;
+  const { lines, logger } = captureLog('info');
+  before(async () => {
+    server = await startTestServer({ backend: sqlite, logger, env: { LOG_REQUESTS: 'false' } });
+  });
+  after(() => server.close());
+
+  test('when a request is answered, then it leaves no line; when one fails with a 500, then its line is kept', async () => {
+    const headers = (id: string) => ({ headers: { 'x-request-id': id } });
+    assert.equal((await server.request('GET', '/v1/pets', headers('quiet-ok'))).status, 200);
+    // A table gone under the running service: the one way to a 500 from outside.
+    const db = new BetterSqlite3(server.database.url.slice('sqlite:'.length));
+    try {
+      db.exec('DROP TABLE pets');
+    } finally {
+      db.close();
+    }
+    assert.equal((await server.request('GET', '/v1/pets', headers('quiet-crash'))).status, 500);
+    const byRequest = (id: string) =>
+      lines.filter((line) => line.requestId === id).map((line) => [line.level, line.msg]);
+    assert.deepEqual(byRequest('quiet-ok'), []);
+    assert.deepEqual(byRequest('quiet-crash'), [[50, 'request failed']]);
   });
 });

@@ -1,19 +1,12 @@
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { test } from 'node:test';
-import pino from 'pino';
 import { StorageOutage } from '../../src/http/storage-outage.js';
+import { captureLog } from '../support/log-capture.js';
 
 function outageWithLog() {
-  const lines: Record<string, unknown>[] = [];
-  const sink = new Writable({
-    write(chunk, _encoding, done) {
-      for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
-      done();
-    },
-  });
+  const { lines, logger } = captureLog('info');
   let now = 0;
-  const outage = new StorageOutage(pino({ level: 'info' }, sink), () => now);
+  const outage = new StorageOutage(logger, () => now);
   return { lines, outage, advance: (ms: number) => (now += ms) };
 }
 

@@ -3,6 +3,7 @@ import type { Pet } from '../../src/domain/pet.js';
 import { INT64_MAX, INT64_MIN } from '../../src/domain/pet.js';
 import type { ApiKeyRecord, Storage } from '../../src/domain/storage.js';
 import { afterEach, type Backend, beforeEach, type TestDatabase, test } from '../support/backends.js';
+import { queryDatabase } from '../support/db-inspect.js';
 import { createPet, serialisedAs } from '../support/storage.js';
 
 const key = (id: string, hash: string): ApiKeyRecord => ({
@@ -404,8 +405,15 @@ export function storageContract(backend: Backend): void {
       ]);
     });
 
-    test('when the database answers, then ping resolves', async () => {
+    test('when the database answers, then ping resolves having committed its write (a database that reads but cannot write is not ready)', async () => {
+      const probeRows = () => queryDatabase<{ id: unknown }>(database.url, 'SELECT id FROM readiness_probe');
+      assert.deepEqual(await probeRows(), [], 'a fresh database has not been probed');
       await storage.ping();
+      assert.deepEqual(
+        (await probeRows()).map((row) => Number(row.id)),
+        [1],
+        'the probe row, seen from another connection',
+      );
     });
   });
 }

@@ -40,3 +40,11 @@ export function oneLineFailure(result: CliResult): string {
   assert.equal(lines.length, 1, `stderr is not one line:\n${result.stderr}`);
   return lines[0] as string;
 }
+
+/**
+ * Whether a fetch failed because the process it talked to is gone: the connection refused or cut
+ * (`fetch failed`), or the body cut off mid-way (`terminated`). Any other error is a test failure.
+ */
+export function lostConnection(error: unknown): boolean {
+  return error instanceof TypeError && (error.message === 'fetch failed' || error.message === 'terminated');
+}

@@ -137,11 +137,31 @@ export function bodyValuePart(doc: Json, raw: Json): fc.Arbitrary<Part> {
   return fc.oneof({ weight: 4, arbitrary: ofType }, { weight: 1, arbitrary: wrongType });
 }
 
+/** A generated JSON body, whether the document says it is valid, and why not. */
+export interface GeneratedBody {
+  text: string;
+  valid: boolean;
+  /** For a valid body, the values the service must store. */
+  values: Record<string, string>;
+  /** Every property that makes it invalid (missing, of a wrong value, or unknown): a 400 names each. */
+  offending: string[];
+}
+
+/**
+ * What a refusal of `body` must say: the name of each offending property, once the body parses as
+ * JSON (a body that does not, say an integer written `01`, is refused as not JSON, naming no field).
+ */
+export function refusalMessage(body: GeneratedBody): { names: string[] } | RegExp {
+  try {
+    JSON.parse(body.text);
+  } catch {
+    return /^request body is not valid JSON/;
+  }
+  return { names: body.offending };
+}
+
 /** A body for an object schema: each property present or missing, plus perhaps properties it does not define. */
-export function objectBody(
-  doc: Json,
-  raw: Json,
-): fc.Arbitrary<{ text: string; valid: boolean; values: Record<string, string> }> {
+export function objectBody(doc: Json, raw: Json): fc.Arbitrary<GeneratedBody> {
   const schema = resolve(doc, raw);
   const properties = schema.properties as Record<string, Json>;
   const required = new Set(schema.required as string[]);
@@ -166,21 +186,21 @@ export function objectBody(
       : fc.constant(undefined);
   return fc.tuple(fields, extras).map(([parts, extra]) => {
     const entries: string[] = [];
-    let valid = true;
+    const offending: string[] = [];
     const values: Record<string, string> = {};
     for (const name of names) {
       const part = parts[name];
       if (part === undefined) {
-        if (required.has(name)) valid = false;
+        if (required.has(name)) offending.push(name);
         continue;
       }
       entries.push(`${JSON.stringify(name)}:${part.text}`);
-      valid &&= part.valid;
+      if (!part.valid) offending.push(name);
       if (part.value !== undefined) values[name] = part.value;
     }
     for (const name of extra ?? []) entries.push(`${JSON.stringify(name)}:1`);
-    if (extra) valid = false;
-    return { text: `{${entries.join(',')}}`, valid, values };
+    offending.push(...(extra ?? []));
+    return { text: `{${entries.join(',')}}`, valid: offending.length === 0, values, offending };
   });
 }
 
@@ -189,4 +209,16 @@ export function parameterPart(doc: Json, raw: Json): fc.Arbitrary<Part> {
   const schema = resolve(doc, raw);
   if (schema.type === 'integer') return integerPart(schema, false);
   return stringPart(schema).map((part) => ({ ...part, text: part.value as string }));
+}
+
+/**
+ * The parameters of a query a 400 must name: every one the document's schema refuses. A cursor is
+ * only checked once the rest is valid (it is opaque to the schema), so it is named when it alone is.
+ */
+export function invalidParameters(query: Record<string, Part | undefined>): string[] {
+  const invalid = Object.entries(query)
+    .filter(([, part]) => part !== undefined && !part.valid)
+    .map(([name]) => name);
+  const bySchema = invalid.filter((name) => name !== 'cursor');
+  return bySchema.length > 0 ? bySchema : invalid;
 }

@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import { ERROR_STATUS, type ErrorCode } from '../../src/http/schemas/error.js';
 
 type Json = Record<string, unknown>;
+interface ErrorMedia {
+  example?: { status: number };
+  examples?: Record<string, { value: { status: number } }>;
+}
 interface Operation {
   responses: Record<
     string,
@@ -22,7 +27,8 @@ export const CONTRACT_FORMATS = {
 
 /**
  * Checks responses against the served OpenAPI document, so the document cannot drift from what the
- * service does: the status must be documented for the operation, and the body must match its schema.
+ * service does: the status must be one the operation lists, the body must match its schema, and an
+ * Error body's `status` must be the HTTP status.
  */
 export class OpenApiContract {
   readonly #ajv = new Ajv2020({ strict: false, allErrors: true, formats: CONTRACT_FORMATS });
@@ -47,6 +53,27 @@ export class OpenApiContract {
     return this.#doc;
   }
 
+  /**
+   * The statuses an operation may answer: the ones it lists, and the ones its `default` response
+   * documents by example (each example's code, with that code's one status). A status in neither is a
+   * drift, even though `default` would describe its body: `default` tells clients "any other error is an
+   * Error body", it does not make every status documented.
+   */
+  static explicitStatuses(operation: Operation): Set<number> {
+    const statuses = new Set<number>();
+    for (const [key, response] of Object.entries(operation.responses)) {
+      if (key !== 'default') {
+        statuses.add(Number(key));
+        continue;
+      }
+      // One code: the example of the media type; several: its named examples.
+      const media = response.content?.['application/json'] as ErrorMedia | undefined;
+      if (media?.example) statuses.add(media.example.status);
+      for (const { value } of Object.values(media?.examples ?? {})) statuses.add(value.status);
+    }
+    return statuses;
+  }
+
   /** Asserts that a response to `method path` is one the document describes. */
   check(method: string, path: string, status: number, contentType: string | null, body: string): void {
     const route = this.#routes.find(
@@ -54,15 +81,16 @@ export class OpenApiContract {
     );
     if (!route) {
       // Not an operation of the document (unknown path, wrong method): still an Error body.
-      if (status >= 400 && method !== 'HEAD')
-        this.#validate('openapi#/components/schemas/Error', body, `${method} ${path}`);
+      if (status >= 400 && method !== 'HEAD') this.#validateError(body, status, `${method} ${path}`);
       return;
     }
-    const key = String(status) in route.operation.responses ? String(status) : 'default';
+    const statuses = OpenApiContract.explicitStatuses(route.operation);
     assert.ok(
-      key in route.operation.responses,
-      `${method} ${path} answered ${status}, which the OpenAPI document does not list`,
+      statuses.has(status),
+      `${method} ${path} answered ${status}, which the OpenAPI document does not list for it ` +
+        `(it lists ${[...statuses].join(', ')})`,
     );
+    const key = String(status) in route.operation.responses ? String(status) : 'default';
     const content = route.operation.responses[key]?.content;
     if (!content || method === 'HEAD') return;
     if (!('application/json' in content)) {
@@ -77,6 +105,20 @@ export class OpenApiContract {
       body,
       `${method} ${path} ${status}`,
     );
+    if (status >= 400) this.#validateError(body, status, `${method} ${path}`);
+  }
+
+  /** An Error body, whose `status` is the HTTP status and whose `code` is the one that status carries. */
+  #validateError(body: string, status: number, what: string): void {
+    this.#validate('openapi#/components/schemas/Error', body, `${what} ${status}`);
+    const error = JSON.parse(body) as { code: string; status: number };
+    assert.equal(
+      error.status,
+      status,
+      `${what}: the Error body says status ${error.status}, the HTTP status is ${status}`,
+    );
+    const expected = ERROR_STATUS[error.code as ErrorCode];
+    assert.equal(expected, status, `${what}: the code ${error.code} travels with ${expected}, not ${status}`);
   }
 
   #validate(ref: string, body: string, what: string): void {

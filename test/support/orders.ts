@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { walkLinks } from './paging.js';
 import type { TestServer } from './test-server.js';
 
 /** An order as the service returns it (ids in these tests stay far below 2^53). */
@@ -35,14 +36,6 @@ export async function animalStatus(server: TestServer, petId: number): Promise<s
 
 /** Every order the service lists, walking every page. */
 export async function allOrders(server: TestServer, query = ''): Promise<OrderBody[]> {
-  const orders: OrderBody[] = [];
-  let path: string | undefined = `/v1/store/orders?limit=100${query}`;
-  while (path !== undefined) {
-    const res = await server.request('GET', path);
-    assert.equal(res.status, 200, res.text);
-    orders.push(...res.json<OrderBody[]>());
-    const link = res.headers.get('link');
-    path = link ? (/^<([^>]+)>; rel="next"$/.exec(link)?.[1] as string) : undefined;
-  }
-  return orders;
+  const pages = await walkLinks(`/v1/store/orders?limit=100${query}`, (path) => server.request('GET', path));
+  return pages.flatMap((page) => page.json<OrderBody[]>());
 }

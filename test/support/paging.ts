@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { TestResponse, TestServer } from './test-server.js';
+import type { TestServer } from './test-server.js';
 
 /** A pet as the service returns it (ids in these tests stay far below 2^53). */
 export interface PetBody {
@@ -33,13 +33,61 @@ export async function createPets(
   return pets;
 }
 
-/** The raw target of a response's `Link: <…>; rel="next"`, or undefined when it has none. */
-export function nextHref(response: TestResponse): string | undefined {
+/** One link-value of an RFC 8288 `Link` header: its target and its parameters (names lower-cased). */
+export interface LinkValue {
+  target: string;
+  params: Record<string, string>;
+}
+
+const TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]+";
+const QUOTED = '"(?:[^"\\\\]|\\\\.)*"';
+const LINK_VALUE = new RegExp(
+  `^<([^<>]*)>((?:[ \\t]*;[ \\t]*${TOKEN}(?:[ \\t]*=[ \\t]*(?:${TOKEN}|${QUOTED}))?)*)`,
+);
+const LINK_PARAM = new RegExp(`;[ \\t]*(${TOKEN})(?:[ \\t]*=[ \\t]*(${TOKEN}|${QUOTED}))?`, 'g');
+
+/**
+ * Parses a `Link` header as RFC 8288 §3 writes it: link-values separated by commas, each a target in
+ * angle brackets and `;`-separated parameters, token or quoted-string. Anything else fails the test.
+ */
+export function parseLinkHeader(header: string): LinkValue[] {
+  const links: LinkValue[] = [];
+  let rest = header.trim();
+  while (rest !== '') {
+    const match = LINK_VALUE.exec(rest);
+    assert.ok(match, `not an RFC 8288 Link header: ${header}`);
+    const params: Record<string, string> = {};
+    for (const [, name, value] of (match[2] as string).matchAll(LINK_PARAM)) {
+      const key = (name as string).toLowerCase();
+      // §3: a parameter that occurs more than once counts only the first time.
+      if (key in params) continue;
+      params[key] =
+        value === undefined ? '' : value.startsWith('"') ? value.slice(1, -1).replace(/\\(.)/g, '$1') : value;
+    }
+    links.push({ target: match[1] as string, params });
+    rest = rest.slice(match[0].length).trim();
+    if (rest === '') break;
+    assert.ok(rest.startsWith(','), `not an RFC 8288 Link header: ${header}`);
+    rest = rest.slice(1).trim();
+  }
+  return links;
+}
+
+/**
+ * The target of a response's `rel="next"` link, or undefined when it has none. A `rel` holds
+ * space-separated relation types, compared case-insensitively; more than one next link fails the test.
+ */
+export function nextHref(response: { headers: Headers }): string | undefined {
   const header = response.headers.get('link');
   if (header === null) return undefined;
-  const match = /^<([^<>]+)>; rel="next"$/.exec(header);
-  assert.ok(match, `Link header is not one rel="next" link: ${header}`);
-  return match[1];
+  const next = parseLinkHeader(header).filter((link) =>
+    (link.params.rel ?? '')
+      .toLowerCase()
+      .split(/[ \t]+/)
+      .includes('next'),
+  );
+  assert.ok(next.length <= 1, `more than one next link: ${header}`);
+  return next[0]?.target;
 }
 
 /** A link target as a path on the test server: an absolute link loses its origin. */
@@ -56,24 +104,34 @@ export function cursorOf(href: string): string {
 }
 
 /**
- * Follows `next` links from `firstPath` to the last page, returning every page's pets. `beforeNext`
- * runs before each following page is fetched (not before the first).
+ * Follows `next` links from `firstPath` to the last page: `fetchPage` asks for one path (a 200 is
+ * required), and the pages come back in order. `beforeNext` runs before each following page is fetched.
  */
-export async function walkPages(
-  server: TestServer,
+export async function walkLinks<R extends { status: number; text: string; headers: Headers }>(
   firstPath: string,
+  fetchPage: (path: string) => Promise<R>,
   beforeNext: () => Promise<void> = async () => {},
-): Promise<PetBody[][]> {
-  const pages: PetBody[][] = [];
+): Promise<R[]> {
+  const pages: R[] = [];
   let path: string | undefined = firstPath;
   while (path !== undefined) {
-    const res = await server.request('GET', path);
-    assert.equal(res.status, 200, res.text);
-    pages.push(res.json<PetBody[]>());
+    const res = await fetchPage(path);
+    assert.equal(res.status, 200, `${path}: ${res.text}`);
+    pages.push(res);
     const href = nextHref(res);
     path = href === undefined ? undefined : toPath(href);
     if (path !== undefined) await beforeNext();
     assert.ok(pages.length < 10_000, 'the walk does not end');
   }
   return pages;
+}
+
+/** Every page's pets, following `next` links from `firstPath` on the test server. */
+export async function walkPages(
+  server: TestServer,
+  firstPath: string,
+  beforeNext: () => Promise<void> = async () => {},
+): Promise<PetBody[][]> {
+  const pages = await walkLinks(firstPath, (path) => server.request('GET', path), beforeNext);
+  return pages.map((page) => page.json<PetBody[]>());
 }

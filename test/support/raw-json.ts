@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { parse } from 'lossless-json';
 import { TEST_KEY, type TestResponse, type TestServer } from './test-server.js';
 
@@ -49,12 +48,4 @@ export async function rawRequest(
     json: <T>() => JSON.parse(text) as T,
     exact: <T>() => parseExact<T>(text),
   };
-}
-
-/** Asserts an Error response: the status, the JSON content type, and exactly {code, message, status}. */
-export function assertError(res: TestResponse, status: number, code: string, message: string): void {
-  assert.deepEqual(
-    { status: res.status, contentType: res.headers.get('content-type'), body: res.json() },
-    { status, contentType: 'application/json; charset=utf-8', body: { code, message, status } },
-  );
 }
