@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { newApiKey } from '../../src/domain/api-keys.js';
 import { after, backends, before, test } from '../support/backends.js';
 import { executeSql } from '../support/db-inspect.js';
+import { assertError } from '../support/error-body.js';
 import { startTestServer, TEST_KEY, type TestServer } from '../support/test-server.js';
 
 const FAILURES_PER_MINUTE = 5;
@@ -19,15 +20,14 @@ async function exhaust(server: TestServer, address: string): Promise<void> {
 }
 
 function assertTooMany(res: Awaited<ReturnType<TestServer['request']>>): void {
-  assert.equal(res.status, 429, res.text);
-  assert.deepEqual(Object.keys(res.json<object>()).sort(), ['code', 'message', 'status']);
-  assert.equal(res.json<{ code: string }>().code, 'rate_limited');
   // The servers' clocks stand still: the wait is the whole refill of one token, exactly.
-  assert.equal(res.headers.get('retry-after'), String(REFILL_SECONDS));
-  assert.equal(
-    res.json<{ message: string }>().message,
+  assertError(
+    res,
+    429,
+    'rate_limited',
     `too many failed authentications from this address; retry after ${REFILL_SECONDS} s`,
   );
+  assert.equal(res.headers.get('retry-after'), String(REFILL_SECONDS));
 }
 
 for (const backend of backends) {
