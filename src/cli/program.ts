@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { VERSION } from '../version.js';
 import { keysCommand } from './keys.js';
 import { migrateCommand } from './migrate.js';
 import { migrateDataCommand } from './migrate-data.js';
@@ -9,6 +10,7 @@ import { serveCommand } from './serve.js';
 export function petstoreProgram(): Command {
   return new Command('petstore')
     .description('The animal store service: an HTTP+JSON API for animals, guarded by API keys.')
+    .version(VERSION, '-V, --version', 'print the version and exit')
     .addHelpText('after', '\nConfiguration comes from environment variables; see `petstore serve --help`.')
     .addCommand(serveCommand())
     .addCommand(keysCommand())

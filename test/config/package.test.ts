@@ -12,6 +12,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, type TestContext, test } from 'node:test';
+import { GET_PET_DEPRECATED_AT, GET_PET_SUNSET } from '../../src/domain/deprecation.js';
 
 const ROOT = new URL('../../', import.meta.url);
 const read = (path: string) => readFileSync(new URL(path, ROOT), 'utf8');
@@ -77,6 +78,33 @@ describe('npm prepare (scripts/prepare.js)', () => {
     assert.match(
       result.stderr,
       /^petstore: .*dist\/ holds no build: build first \(npm ci && npm run build\), then npm ci --omit=dev\n$/,
+    );
+  });
+});
+
+describe('the version', () => {
+  const changelog = read('CHANGELOG.md');
+
+  test('when the package has a version, then CHANGELOG.md has its section, dated, under Unreleased, in the Keep a Changelog form', () => {
+    const headings = [...changelog.matchAll(/^## \[([^\]]+)\](?: - (\d{4}-\d{2}-\d{2}))?$/gm)];
+    assert.equal(headings[0]?.[1], 'Unreleased');
+    const current = headings.find((heading) => heading[1] === packageJson.version);
+    assert.ok(current, `CHANGELOG.md has a section for ${packageJson.version}`);
+    assert.match(current[2] ?? '', /^\d{4}-\d{2}-\d{2}$/, 'the release is dated');
+    for (const [, version] of headings.slice(1)) assert.match(version as string, /^\d+\.\d+\.\d+$/);
+  });
+
+  test('when the changelog states the versioning policy, then getPet keeps it: its sunset is at least 12 months after its deprecation, on the dates stated', () => {
+    assert.match(changelog, /^## Versioning policy$/m);
+    assert.match(changelog, /Semantic Versioning/);
+    assert.match(changelog, /The API under `\/v1` only ever changes additively/);
+    const monthsLater = new Date(GET_PET_DEPRECATED_AT);
+    monthsLater.setUTCMonth(monthsLater.getUTCMonth() + 12);
+    assert.ok(GET_PET_SUNSET >= monthsLater, 'the sunset is at least 12 months after the deprecation');
+    const day = (date: Date) => date.toISOString().slice(0, 10);
+    assert.match(
+      changelog,
+      new RegExp(`deprecated on ${day(GET_PET_DEPRECATED_AT)}, sunset on ${day(GET_PET_SUNSET)}`),
     );
   });
 });
