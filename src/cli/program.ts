@@ -6,7 +6,7 @@ import { migrateDataCommand } from './migrate-data.js';
 import { seedCommand } from './seed.js';
 import { serveCommand } from './serve.js';
 
-/** The `petstore` command line: every command it has (the README's command table is checked against it). */
+/** The `petstore` command line: every command it has (docs/configuration.md's command table is checked against it). */
 export function petstoreProgram(): Command {
   return new Command('petstore')
     .description('The animal store service: an HTTP+JSON API for animals, guarded by API keys.')

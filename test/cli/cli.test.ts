@@ -593,9 +593,9 @@ describe('configuration errors', { concurrency: 4 }, () => {
     assert.equal(existsSync(db.path), false);
   });
 
-  test('when the README shows a configuration error, then it is the line the service prints', async () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-    const shown = /Configuration errors say [^`]*`([^`]+)`/.exec(readme.replaceAll('\n', ' '))?.[1];
+  test('when docs/configuration.md shows a configuration error, then it is the line the service prints', async () => {
+    const doc = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
+    const shown = /Configuration errors say [^`]*`([^`]+)`/.exec(doc.replaceAll('\n', ' '))?.[1];
     const line = oneLineFailure(await runCli(['serve'], { PORT: 'abc', DATABASE_URL: 'mysql://x' }));
     assert.equal(line, shown);
   });

@@ -3,6 +3,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 /** The repository root, where README.md, CHANGELOG.md and docs/ are. */
 export const REPO_ROOT_URL = new URL('../../', import.meta.url);
 
+/** The front page. */
+export const READ_ME = 'README.md';
+
 /** One of the repository's documents, by its path from the root: README.md, docs/operations.md, … */
 export function readDoc(path: string): string {
   return readFileSync(new URL(path, REPO_ROOT_URL), 'utf8');
