@@ -155,6 +155,21 @@ test('when the README, the changelog and docs/ link anything, then it is a file 
   assert.ok(checked > 20, `only ${checked} links found`);
 });
 
+test('when a newcomer opens the README, then it is a front page: short, with a contents list of its sections, linking every document under docs/ and the changelog', () => {
+  const lines = README.split('\n').length;
+  assert.ok(lines <= 250, `the README has ${lines} lines`);
+  const contents = /^\*\*Contents\*\*\n\n((?:(?:- | {2}).*\n)+)/m.exec(README)?.[1];
+  assert.ok(contents, 'the README has a contents list');
+  const listed = [...contents.matchAll(/\]\(#([^)]+)\)/g)].map((match) => match[1]);
+  for (const [, heading] of withoutCode(README).matchAll(/^## (.+)$/gm)) {
+    assert.ok(listed.includes(anchor(heading as string)), `the contents list has no entry for "${heading}"`);
+  }
+  const linked = new Set([...withoutCode(README).matchAll(/\]\(([^)#\s]+)/g)].map((match) => match[1]));
+  for (const path of [...documents().keys()].filter((path) => path !== READ_ME)) {
+    assert.ok(linked.has(path), `the README does not link ${path}`);
+  }
+});
+
 test('when the docs name their sources, then nothing outside the repository is cited', () => {
   for (const [path, text] of documents()) {
     assert.doesNotMatch(
