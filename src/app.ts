@@ -160,7 +160,7 @@ const REQUEST_LINE_END = '"msg":"request"}\n';
  * handed to the (asynchronous) write at once, never held for a batch. The buffer is written out synchronously when the process exits, by a
  * shutdown, process.exit or an uncaught exception (pino's exit handler, flushSync). What this trades:
  * a process killed outright (SIGKILL, the kernel's OOM killer, a power loss) loses the request lines of
- * its last 100 ms at most; the README says so.
+ * its last 100 ms at most; docs/operations.md says so.
  */
 function logDestination(): DestinationStream & { flush(): void } {
   const stdout = pino.destination({

@@ -5,6 +5,7 @@ import { ensureFirstApiKey } from './domain/api-keys.js';
 import type { ApiKeyStore } from './domain/storage.js';
 import type { GuardedServer } from './http/connections.js';
 import { databaseLocation, openStorage } from './storage/open-storage.js';
+import { NODE_VERSION, VERSION } from './version.js';
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -43,6 +44,8 @@ export async function startServer(
   };
   try {
     app = await buildApp({ config, storage });
+    // The first line of every start: which build runs, on which Node.js.
+    app.log.info({ version: VERSION, node: NODE_VERSION }, `petstore ${VERSION} on Node.js ${NODE_VERSION}`);
     // A relative sqlite: path depends on the working directory: say which database this start opened.
     app.log.info(`database: ${databaseLocation(config.databaseUrl)}`);
     await app.listen({ host: config.host, port: config.port });

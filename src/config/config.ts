@@ -40,8 +40,9 @@ const BaseUrl = (description: string) =>
   });
 
 /**
- * Every setting the service reads, with its default and meaning. The README's configuration table is
- * this list. Values are validated at start; a bad one stops the start with a message naming it.
+ * Every setting the service reads, with its default and meaning. The configuration table in
+ * docs/configuration.md is this list. Values are validated at start; a bad one stops the start with a
+ * message naming it.
  */
 const EnvSchema = Type.Object({
   HOST: Type.String({ default: '127.0.0.1', description: 'Interface to listen on (0.0.0.0 in containers).' }),
@@ -298,7 +299,7 @@ function pickKnown(env: NodeJS.ProcessEnv): Record<string, string> {
   return known;
 }
 
-/** Name, default and description of each variable, for `petstore --help` and the README. */
+/** Name, default and description of each variable, for `petstore --help` and docs/configuration.md. */
 export function describeConfig(): { name: string; default: unknown; description: string }[] {
   return Object.entries(EnvSchema.properties).map(([name, schema]) => ({
     name,

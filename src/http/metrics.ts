@@ -6,6 +6,7 @@ import { Type } from 'typebox';
 import { StorageUnavailableError } from '../domain/errors.js';
 import type { Storage } from '../domain/storage.js';
 import { interceptErrors } from '../storage/intercept-errors.js';
+import { NODE_VERSION, VERSION } from '../version.js';
 import { response } from './schemas/responses.js';
 import type { StorageOutage } from './storage-outage.js';
 
@@ -48,6 +49,15 @@ export class ServiceMetrics {
 
   constructor(storage: Storage) {
     collectDefaultMetrics({ register: this.registry, prefix: 'petstore_' });
+    // An info metric, always 1: which build runs, as labels. Under --workers every worker reports the same
+    // build, so the primary keeps one value ('first') rather than the sum.
+    new Gauge({
+      name: 'petstore_build_info',
+      help: 'The running build: its version (package.json) and the Node.js version; always 1.',
+      labelNames: ['version', 'node'],
+      aggregator: 'first',
+      registers: [this.registry],
+    }).set({ version: VERSION, node: NODE_VERSION }, 1);
     const { poolStats } = storage;
     if (poolStats) {
       new Gauge({

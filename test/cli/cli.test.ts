@@ -10,6 +10,7 @@ import { describeConfig } from '../../src/config/config.js';
 import { firstKeyMessage } from '../../src/server.js';
 import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 import { SQLITE_MIGRATIONS } from '../../src/storage/sqlite/migrations.js';
+import { VERSION } from '../../src/version.js';
 import {
   CliProcess,
   jsonLines,
@@ -27,6 +28,10 @@ import {
 const KEY = /^pst_[A-Za-z0-9_-]{43}$/;
 /** A key supplied through PETSTORE_API_KEYS. */
 const ENV_KEY = 'env-key-0123456789abcdef';
+/** The version package.json gives, which the executable reports. */
+const PACKAGE_VERSION: string = JSON.parse(
+  readFileSync(new URL('../../package.json', import.meta.url), 'utf8'),
+).version;
 
 interface Pet {
   id: number;
@@ -235,6 +240,13 @@ function integrityCheck(db: TempDatabase): unknown {
 }
 
 describe('petstore help', { concurrency: 4 }, () => {
+  test('when run with --version, then it prints the version of package.json and exits 0', async () => {
+    const result = await runCli(['--version']);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(result.stdout, `${PACKAGE_VERSION}\n`);
+    assert.equal(VERSION, PACKAGE_VERSION);
+  });
+
   test('when run with --help, then it lists serve, keys and migrate, each with a one-line purpose, and exits 0', async () => {
     const result = await runCli(['--help']);
     assert.equal(result.code, 0, result.stderr);
@@ -567,9 +579,9 @@ describe('configuration errors', { concurrency: 4 }, () => {
     assert.equal(existsSync(db.path), false);
   });
 
-  test('when the README shows a configuration error, then it is the line the service prints', async () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-    const shown = /Configuration errors say [^`]*`([^`]+)`/.exec(readme.replaceAll('\n', ' '))?.[1];
+  test('when docs/configuration.md shows a configuration error, then it is the line the service prints', async () => {
+    const doc = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
+    const shown = /Configuration errors say [^`]*`([^`]+)`/.exec(doc.replaceAll('\n', ' '))?.[1];
     const line = oneLineFailure(await runCli(['serve'], { PORT: 'abc', DATABASE_URL: 'mysql://x' }));
     assert.equal(line, shown);
   });
@@ -608,6 +620,15 @@ describe('petstore serve', () => {
       keys.map((k) => [k.key, k.revokedAt]),
       [[`pst_…${curl.key.slice(-4)}`, null]],
     );
+  });
+
+  test('when it starts, then its first log line says which version runs, on which Node.js', async (t) => {
+    const db = database(t);
+    const server = await serve(t, { DATABASE_URL: db.url, PETSTORE_API_KEYS: ENV_KEY });
+    const first = jsonLines(server.stdout)[0];
+    assert.equal(first?.msg, `petstore ${PACKAGE_VERSION} on Node.js ${process.version}`);
+    assert.equal(first?.version, PACKAGE_VERSION);
+    assert.equal(first?.node, process.version);
   });
 
   test('when started with the default DATABASE_URL, then it logs the absolute path of the database it opened, under the working directory', async (t) => {

@@ -127,6 +127,8 @@ for (const backend of backends) {
       for (const scrape of scrapes) {
         assert.equal(scrape.status, 200);
         assert.equal(creates(scrape.text), 6, 'the six creates of the first test, from both workers');
+        // One build, however many workers: the info metric is 1, not their sum.
+        assert.match(scrape.text, /^petstore_build_info\{version="[^"]+",node="v[^"]+"\} 1$/m);
       }
     });
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
+import { dirname, join, normalize } from 'node:path';
 import { after, test } from 'node:test';
 import { promisify } from 'node:util';
 import type { Command } from 'commander';
@@ -9,16 +10,19 @@ import { petstoreProgram } from '../../src/cli/program.js';
 import { describeConfig } from '../../src/config/config.js';
 import { firstKeyMessage } from '../../src/server.js';
 import { killAllCliProcesses, startServe, tempDatabase } from '../support/cli.js';
+import { documents, READ_ME, REPO_ROOT_URL as REPO_ROOT, readDoc } from '../support/docs.js';
 
-const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-const REPO_ROOT = new URL('../../', import.meta.url);
+/** The front page, and the reference pages whose text these tests hold to the code. */
+const README = readDoc(READ_ME);
+const CONFIGURATION = readDoc('docs/configuration.md');
+const DEVELOPMENT = readDoc('docs/development.md');
 
-test('when the configuration grows, then the README table names every variable', () => {
+test('when the configuration grows, then the configuration table (docs/configuration.md) names every variable', () => {
   for (const variable of describeConfig()) {
     assert.match(
-      README,
+      CONFIGURATION,
       new RegExp(`^\\| \`${variable.name}\` +\\|`, 'm'),
-      `${variable.name} is missing from the README`,
+      `${variable.name} is missing from docs/configuration.md`,
     );
   }
 });
@@ -33,9 +37,9 @@ function commandPaths(command: Command, prefix = ''): [string, Command][] {
     });
 }
 
-test('when the command line grows, then the README command table has one row per command, with its options', () => {
+test('when the command line grows, then the command table (docs/configuration.md) has one row per command, with its options', () => {
   const rows = new Map<string, string>();
-  for (const match of README.matchAll(/^\| `petstore ([^`]+)` +\|/gm)) {
+  for (const match of CONFIGURATION.matchAll(/^\| `petstore ([^`]+)` +\|/gm)) {
     const usage = match[1] as string;
     rows.set(usage.split(/ (?=[[<-])/)[0] as string, usage);
   }
@@ -46,13 +50,13 @@ test('when the command line grows, then the README command table has one row per
     assert.deepEqual(
       [...(rows.get(path)?.matchAll(/--[a-z-]+/g) ?? [])].map((m) => m[0]).sort(),
       options.sort(),
-      `the README row of ${path} names its options`,
+      `the row of ${path} names its options`,
     );
   }
 });
 
-test('when the command line grows, then the project layout names every command under cli/', () => {
-  const line = /^ {2}cli\/ +the petstore executable: (.+)$/m.exec(README)?.[1];
+test('when the command line grows, then the project layout (docs/development.md) names every command under cli/', () => {
+  const line = /^ {2}cli\/ +the petstore executable: (.+)$/m.exec(DEVELOPMENT)?.[1];
   assert.ok(line, 'the layout has a cli/ line');
   assert.deepEqual(
     line.split(', '),
@@ -69,14 +73,14 @@ test('when the README quotes the first start, then it is exactly what the servic
   assert.equal(block, firstKeyMessage(key, 'http://127.0.0.1:3000'));
 });
 
-test('when the README says npm run dev logs for people, then the dev script sets LOG_FORMAT=pretty', () => {
-  assert.match(README, /`npm run dev` uses it/);
-  const scripts = JSON.parse(readFileSync(new URL('package.json', REPO_ROOT), 'utf8')).scripts;
+test('when the configuration table says npm run dev logs for people, then the dev script sets LOG_FORMAT=pretty', () => {
+  assert.match(CONFIGURATION, /`npm run dev` uses it/);
+  const scripts = JSON.parse(readDoc('package.json')).scripts;
   assert.match(scripts.dev, /^LOG_FORMAT=pretty /);
 });
 
 /** The repository's ignore rules (its one .gitignore, at the root). */
-const GIT_IGNORED = ignore().add(readFileSync(new URL('.gitignore', REPO_ROOT), 'utf8'));
+const GIT_IGNORED = ignore().add(readDoc('.gitignore'));
 
 test('when the ignore rules are read, then they hide what git hides and nothing under docs/', () => {
   for (const path of [
@@ -92,14 +96,87 @@ test('when the ignore rules are read, then they hide what git hides and nothing 
     assert.equal(GIT_IGNORED.ignores(path), false, path);
 });
 
-test('when the README links a file under docs/, then it exists and no ignore rule hides it from git', () => {
-  const linked = [...README.matchAll(/\]\((docs\/[^)#]+)\)/g)].map((match) => match[1] as string);
-  assert.ok(linked.includes('docs/soak.md'), 'the soak report is linked');
-  for (const path of new Set(linked)) {
-    assert.ok(existsSync(new URL(path, REPO_ROOT)), `${path} exists`);
-    // .gitignore's rules read by the `ignore` package (git's own matching), not by git: the tests
-    // also run from an export of the repository, with no .git to ask.
-    assert.equal(GIT_IGNORED.ignores(path), false, `${path} is matched by an ignore rule`);
+/** A document's text without its code: fenced blocks and inline code spans (they quote, they do not link). */
+const withoutCode = (text: string) => text.replaceAll(/^```[\s\S]*?^```$/gm, '').replaceAll(/`[^`\n]*`/g, '');
+
+/** GitHub's anchor for a heading: lower case, punctuation and formatting dropped, spaces as hyphens. */
+const anchor = (heading: string) =>
+  heading
+    .replaceAll(/\[([^\]]*)\]\([^)]*\)/g, '$1')
+    .trim()
+    .toLowerCase()
+    .replaceAll(/[^\p{L}\p{N}\s_-]/gu, '')
+    .replaceAll(/\s/g, '-');
+
+/** The anchors a Markdown document's headings give (a repeated heading gets -1, -2, … as on GitHub). */
+function anchors(text: string): Set<string> {
+  const seen = new Map<string, number>();
+  const result = new Set<string>();
+  for (const [, heading] of text.replaceAll(/^```[\s\S]*?^```$/gm, '').matchAll(/^#{1,6} (.+)$/gm)) {
+    const base = anchor(heading as string);
+    const count = seen.get(base) ?? 0;
+    seen.set(base, count + 1);
+    result.add(count === 0 ? base : `${base}-${count}`);
+  }
+  return result;
+}
+
+test('when the README, the changelog and docs/ link anything, then it is a file of this repository that exists, is not ignored, and has the heading linked to', () => {
+  const docs = documents();
+  let checked = 0;
+  for (const [path, text] of docs) {
+    const targets = [
+      ...withoutCode(text).matchAll(/\]\(([^)\s]*)(?:\s+"[^"]*")?\)/g),
+      ...withoutCode(text).matchAll(/^\[[^\]]+\]:\s*(\S+)/gm),
+    ].map((match) => match[1] as string);
+    for (const target of targets) {
+      checked++;
+      const where = `${path} links ${target}`;
+      assert.doesNotMatch(target, /^[a-z][a-z0-9+.-]*:|^\/\//i, `${where}: a link outside the repository`);
+      assert.ok(!target.startsWith('/'), `${where}: an absolute path`);
+      const [file, fragment] = target.split('#') as [string, string | undefined];
+      const resolved = file === '' ? path : normalize(join(dirname(path), decodeURI(file)));
+      assert.ok(!resolved.startsWith('..'), `${where}: outside the repository`);
+      assert.ok(existsSync(new URL(resolved, REPO_ROOT)), `${where}: ${resolved} does not exist`);
+      // .gitignore's rules read by the `ignore` package (git's own matching), not by git: the tests
+      // also run from an export of the repository, with no .git to ask.
+      assert.equal(
+        GIT_IGNORED.ignores(resolved),
+        false,
+        `${where}: ${resolved} is matched by an ignore rule`,
+      );
+      if (fragment !== undefined) {
+        assert.match(resolved, /\.md$/, `${where}: an anchor in a file that is not Markdown`);
+        const linked = docs.get(resolved) ?? readDoc(resolved);
+        assert.ok(anchors(linked).has(fragment), `${where}: ${resolved} has no heading #${fragment}`);
+      }
+    }
+  }
+  assert.ok(checked > 20, `only ${checked} links found`);
+});
+
+test('when a newcomer opens the README, then it is a front page: short, with a contents list of its sections, linking every document under docs/ and the changelog', () => {
+  const lines = README.split('\n').length;
+  assert.ok(lines <= 250, `the README has ${lines} lines`);
+  const contents = /^\*\*Contents\*\*\n\n((?:(?:- | {2}).*\n)+)/m.exec(README)?.[1];
+  assert.ok(contents, 'the README has a contents list');
+  const listed = [...contents.matchAll(/\]\(#([^)]+)\)/g)].map((match) => match[1]);
+  for (const [, heading] of withoutCode(README).matchAll(/^## (.+)$/gm)) {
+    assert.ok(listed.includes(anchor(heading as string)), `the contents list has no entry for "${heading}"`);
+  }
+  const linked = new Set([...withoutCode(README).matchAll(/\]\(([^)#\s]+)/g)].map((match) => match[1]));
+  for (const path of [...documents().keys()].filter((path) => path !== READ_ME)) {
+    assert.ok(linked.has(path), `the README does not link ${path}`);
+  }
+});
+
+test('when the docs name their sources, then nothing outside the repository is cited', () => {
+  for (const [path, text] of documents()) {
+    assert.doesNotMatch(
+      text,
+      /shared\/|DECISIONS\.md|seed\/000_/,
+      `${path} cites a file outside the repository`,
+    );
   }
 });
 
@@ -151,7 +228,8 @@ test('when the Try it and Store walkthroughs are run verbatim against a fresh st
     () => /^ {2}(pst_[A-Za-z0-9_-]{43})$/m.exec(server.stderr)?.[1],
   );
 
-  const tryIt = README.slice(README.indexOf('## Try it'), README.indexOf('## Docs page'));
+  const start = README.indexOf('\n## Try it\n');
+  const tryIt = README.slice(start, README.indexOf('\n## ', start + 1));
   const blocks = [...tryIt.matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1] as string);
   assert.equal(blocks.length, 2, 'the Try it block and the Store walkthrough');
   const all = blocks.flatMap(steps).filter((step) => !step.command.startsWith('KEY='));

@@ -78,7 +78,7 @@ describe('docs page in a real browser', () => {
 
     const operation = page.locator('#operations-pets-listPets');
     await operation.locator('.opblock-summary').click();
-    // Already on (the README says so): the button offered is the one that turns it off.
+    // Already on (docs/api.md says so): the button offered is the one that turns it off.
     await operation.getByRole('button', { name: 'Cancel' }).waitFor();
     assert.equal(await operation.getByRole('button', { name: 'Try it out' }).count(), 0);
     await operation.getByRole('button', { name: 'Execute' }).click();
@@ -94,7 +94,7 @@ describe('docs page in a real browser', () => {
     assert.match(body, new RegExp(`"categoryId": ${BIG_CATEGORY}\\b`), 'the exact digits the service sent');
     assert.doesNotMatch(body, /9007199254740992/);
 
-    // The README's picture (docs/images/docs-page.png is copied from it): the call and its exact answer.
+    // The picture in docs/api.md (docs/images/docs-page.png is copied from it): the call and its exact answer.
     await operation
       .locator('.live-responses-table')
       .evaluate((table) => table.scrollIntoView({ block: 'center' }));

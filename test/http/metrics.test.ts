@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { VERSION } from '../../src/version.js';
 import { after, backends, before, test } from '../support/backends.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
+
+const PACKAGE_VERSION = JSON.parse(
+  readFileSync(new URL('../../package.json', import.meta.url), 'utf8'),
+).version;
 
 /** The value of one sample line of a Prometheus text exposition, or undefined. */
 function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
@@ -98,6 +104,14 @@ for (const backend of backends) {
         );
         assert.ok((pool[0] as number) >= 1, 'the pool holds the connection that served the request');
       } else assert.deepEqual(pool, [undefined, undefined, undefined], 'SQLite has no pool');
+    });
+
+    test('when /metrics is scraped, then petstore_build_info names the version and the Node.js version, with the value 1', async () => {
+      const text = (await server.request('GET', '/metrics', { key: null })).text;
+      assert.match(text, /^# TYPE petstore_build_info gauge$/m);
+      const lines = text.split('\n').filter((line) => line.startsWith('petstore_build_info'));
+      assert.deepEqual(lines, [`petstore_build_info{version="${VERSION}",node="${process.version}"} 1`]);
+      assert.equal(VERSION, PACKAGE_VERSION);
     });
 
     test('when storage operations fail, then they are counted by operation', async () => {

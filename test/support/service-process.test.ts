@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { CliProcess, REPO_ROOT } from '../../support/service-process.js';
 
-// README, Tests: npm test builds first, and the tests that need the executable start it from dist/
+// docs/development.md, Tests: npm test builds first, and the tests that need the executable start it from dist/
 // when that build is current, through tsx from source otherwise.
 
 test('when the build is current, then petstore runs from dist/, and the source entry runs it through tsx', async () => {

@@ -2,6 +2,7 @@ import type { Pool } from 'pg';
 import { ORDER_STATUSES } from '../../domain/order.js';
 import { PET_STATUSES } from '../../domain/pet.js';
 import type { SchemaVersions } from '../../domain/storage.js';
+import { assertSchemaKnown } from '../schema-version.js';
 import { sqlList } from '../sql.js';
 import { inTransaction } from './transaction.js';
 
@@ -92,7 +93,8 @@ const MIGRATION_LOCK = 7_304_118_263_520_001n;
 /**
  * Brings the schema up to date. The whole run is one transaction holding the advisory lock, so when
  * several nodes start at once one migrates and the others, once let in, find nothing left to do; and a
- * failed migration leaves no half-applied schema behind (PostgreSQL's DDL is transactional).
+ * failed migration leaves no half-applied schema behind (PostgreSQL's DDL is transactional). A schema
+ * newer than this build knows is refused (SchemaTooNewError), and left as it is.
  */
 export async function migrate(pool: Pool): Promise<SchemaVersions> {
   return inTransaction(pool, async (client) => {
@@ -107,6 +109,7 @@ export async function migrate(pool: Pool): Promise<SchemaVersions> {
       'SELECT coalesce(max(version), 0) AS applied FROM schema_migrations',
     );
     const applied = rows[0]?.applied ?? 0;
+    assertSchemaKnown(applied, POSTGRES_MIGRATIONS.length);
     for (let version = applied; version < POSTGRES_MIGRATIONS.length; version++) {
       await client.query(POSTGRES_MIGRATIONS[version] as string);
       await client.query('INSERT INTO schema_migrations (version) VALUES ($1)', [version + 1]);

@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3';
 import { ORDER_STATUSES } from '../../domain/order.js';
 import { PET_STATUSES } from '../../domain/pet.js';
 import type { SchemaVersions } from '../../domain/storage.js';
+import { assertSchemaKnown } from '../schema-version.js';
 import { sqlList } from '../sql.js';
 
 /**
@@ -78,13 +79,17 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
    ALTER TABLE api_keys ADD COLUMN last_used_at TEXT;`,
 ];
 
-/** Brings the schema up to date; resolves to the versions before and after. */
+/**
+ * Brings the schema up to date; resolves to the versions before and after. A schema newer than this
+ * build knows is refused (SchemaTooNewError), and left as it is.
+ */
 export function migrate(db: Database.Database): SchemaVersions {
   // The version is read inside the write transaction: a process that waited for another's migration
   // then sees it done instead of running it a second time.
   return db
     .transaction(() => {
       const applied = db.pragma('user_version', { simple: true }) as number;
+      assertSchemaKnown(applied, SQLITE_MIGRATIONS.length);
       for (let version = applied; version < SQLITE_MIGRATIONS.length; version++) {
         db.exec(SQLITE_MIGRATIONS[version] as string);
         db.pragma(`user_version = ${version + 1}`);

@@ -64,7 +64,12 @@ export class SqliteStorage implements Storage {
     // FULL: a commit is on disk before it returns, so a 201 survives a crash the instant after.
     this.#db.pragma('synchronous = FULL');
     this.#db.pragma('foreign_keys = ON');
-    this.schema = migrate(this.#db);
+    try {
+      this.schema = migrate(this.#db);
+    } catch (error) {
+      this.#db.close(); // a schema this build refuses (or a failed migration): nothing stays open
+      throw error;
+    }
     // From here on a call that meets another process's lock returns at once, and is tried again after
     // a pause (lock-waits.ts): SQLite's own wait would block the event loop.
     this.#db.pragma('busy_timeout = 0');

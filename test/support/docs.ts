@@ -1,0 +1,30 @@
+import { readdirSync, readFileSync } from 'node:fs';
+
+/** The repository root, where README.md, CHANGELOG.md and docs/ are. */
+export const REPO_ROOT_URL = new URL('../../', import.meta.url);
+
+/** The front page. */
+export const READ_ME = 'README.md';
+
+/** One of the repository's documents, by its path from the root: README.md, docs/operations.md, … */
+export function readDoc(path: string): string {
+  return readFileSync(new URL(path, REPO_ROOT_URL), 'utf8');
+}
+
+/** The documents a reader has: README.md, CHANGELOG.md and every docs/*.md, by path. */
+export function documents(): Map<string, string> {
+  const paths = [
+    'README.md',
+    'CHANGELOG.md',
+    ...readdirSync(new URL('docs/', REPO_ROOT_URL))
+      .filter((name) => name.endsWith('.md'))
+      .sort()
+      .map((name) => `docs/${name}`),
+  ];
+  return new Map(paths.map((path) => [path, readDoc(path)]));
+}
+
+/** Every document's text with line breaks as spaces: for a quotation, wherever it is and however wrapped. */
+export function allDocsOnOneLine(): string {
+  return [...documents().values()].join('\n').replaceAll(/\s*\n\s*/g, ' ');
+}
