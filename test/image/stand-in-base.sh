@@ -25,9 +25,9 @@ fi
 # The Debian mirror apt uses here (deb822 .sources files or the one-line sources.list), not a guess.
 mirror="$(
   {
-    grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}'
-    grep -hsE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list | awk '{print $2}'
-  } | grep -v -- '-security' | head -n 1
+    cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '$1 == "URIs:" {print $2}'
+    cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^https?:/) { print $i; break } }'
+  } | grep -v -- '-security' | head -n 1 || true
 )"
 mirror="${mirror:-http://deb.debian.org/debian}"
 
