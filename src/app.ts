@@ -5,16 +5,18 @@ import { type DestinationStream, pino } from 'pino';
 import type { Config } from './config/config.js';
 import { ApiKeyLastUse, LAST_USE_FLUSH_MS } from './domain/api-key-last-use.js';
 import { ApiKeyVerifier } from './domain/api-keys.js';
+import { EventFeed } from './domain/event-feed.js';
 import { pruneIdempotencyKeys } from './domain/idempotency.js';
 import { CursorCodec } from './domain/paging.js';
 import { PetCatalog } from './domain/pet-catalog.js';
 import type { Storage } from './domain/storage.js';
 import { StoreOrders } from './domain/store-orders.js';
 import type { TokenBuckets } from './domain/token-bucket.js';
+import { WebhookEndpoints } from './domain/webhook-endpoints.js';
 import { authentication } from './http/auth.js';
 import { AuthFailureLimiter } from './http/auth-failures.js';
 import { answerClientError, answerConnect } from './http/client-errors.js';
-import { GuardedServer } from './http/connections.js';
+import { DRAIN_GRACE_MS, GuardedServer } from './http/connections.js';
 import { contentCodings } from './http/content-coding.js';
 import { corsPolicy } from './http/cors.js';
 import { docs } from './http/docs.js';
@@ -30,31 +32,51 @@ import { rateLimit } from './http/rate-limit.js';
 import { requestHead } from './http/request-head.js';
 import { requestIdFor } from './http/request-id.js';
 import { RequestLog } from './http/request-log.js';
+import { eventRoutes } from './http/routes/events.js';
 import { healthRoutes } from './http/routes/health.js';
 import { orderRoutes } from './http/routes/orders.js';
 import { petRoutes } from './http/routes/pets.js';
+import { webhookRoutes } from './http/routes/webhooks.js';
 import { routeFallbacks } from './http/routing.js';
 import { ErrorBody } from './http/schemas/error.js';
+import { EVENT_SCHEMAS } from './http/schemas/event.js';
 import { ORDER_SCHEMAS } from './http/schemas/order.js';
 import { PET_SCHEMAS } from './http/schemas/pet.js';
+import { WEBHOOK_SCHEMAS } from './http/schemas/webhook.js';
 import { scopes } from './http/scopes.js';
 import { StorageOutage } from './http/storage-outage.js';
 import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
+import { Deliverer } from './webhooks/deliverer.js';
+import { WebhookSender } from './webhooks/sender.js';
 
 export interface AppOptions {
   config: Config;
   storage: Storage;
   /** The clock; tests set it to stand on either side of getPet's sunset, or of a key's expiry. */
   now?: () => Date;
+  /** Whether this process delivers webhooks (every node does; a tool that only builds the app does not). */
+  deliverWebhooks?: boolean;
   /** A pino logger configuration or instance; defaults to JSON lines on stdout at config.logLevel. */
   logger?: FastifyServerOptions['logger'] | FastifyServerOptions['loggerInstance'];
 }
 
-const SHARED_SCHEMAS = [ErrorBody, ...PET_SCHEMAS, ...ORDER_SCHEMAS] as unknown as SchemaObject[];
+const SHARED_SCHEMAS = [
+  ErrorBody,
+  ...PET_SCHEMAS,
+  ...ORDER_SCHEMAS,
+  ...EVENT_SCHEMAS,
+  ...WEBHOOK_SCHEMAS,
+] as unknown as SchemaObject[];
 
 /** Composes the service: plugins, error handling, then routes. Listening is server.ts's job. */
-export async function buildApp({ config, storage, now = () => new Date(), logger }: AppOptions) {
+export async function buildApp({
+  config,
+  storage,
+  now = () => new Date(),
+  deliverWebhooks = true,
+  logger,
+}: AppOptions) {
   const app = Fastify({
     ...(logger && typeof (logger as { info?: unknown }).info === 'function'
       ? { loggerInstance: logger as FastifyServerOptions['loggerInstance'] }
@@ -106,6 +128,17 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
   );
   pruneExpiredIdempotencyKeys(app, () => pruneIdempotencyKeys(store.idempotency, now()));
   const buckets = await openTokenBuckets(config, app, now);
+  const feed = new EventFeed(store.events);
+  const endpoints = new WebhookEndpoints(
+    store.webhooks,
+    config.webhooks.policy,
+    {
+      endpoints: new CursorCodec(cursorSecret, 'webhook-endpoints'),
+      deliveries: new CursorCodec(cursorSecret, 'webhook-deliveries'),
+    },
+    now,
+  );
+  deleteOldEvents(app, store, config.eventRetentionDays, now);
 
   await app.register(healthRoutes, { storage, now });
   await app.register(
@@ -125,11 +158,65 @@ export async function buildApp({ config, storage, now = () => new Date(), logger
       await v1.register(rateLimit, { buckets, policy: config.rateLimit, metrics });
       await v1.register(petRoutes, { catalog, links, now });
       await v1.register(orderRoutes, { orders, links });
+      await v1.register(eventRoutes, { feed, links });
+      await v1.register(webhookRoutes, { endpoints, links });
     },
     { prefix: '/v1' },
   );
+  if (deliverWebhooks) deliverInBackground(app, config, store, metrics, now);
   await app.ready();
   return app;
+}
+
+/**
+ * Every node delivers webhooks, off the request path. On close it takes no new attempt and lets those
+ * under way finish within the drain's grace, giving back the leases of any still running.
+ */
+function deliverInBackground(
+  app: FastifyInstance,
+  config: Config,
+  storage: Storage,
+  metrics: ServiceMetrics,
+  now: () => Date,
+): void {
+  const { timeoutMs, retrySchedule, disableAfterMs, concurrencyPerEndpoint, policy } = config.webhooks;
+  const deliverer = new Deliverer({
+    store: storage.webhooks,
+    sender: new WebhookSender(policy, { timeoutMs, connectionsPerOrigin: concurrencyPerEndpoint }),
+    schedule: retrySchedule,
+    timeoutMs,
+    disableAfterMs,
+    concurrencyPerEndpoint,
+    now,
+    log: app.log,
+    metrics: {
+      attempted: (outcome, seconds) => {
+        metrics.webhookDeliveries.inc({ outcome });
+        metrics.webhookAttemptDuration.observe(seconds);
+      },
+      disabled: (reason) => metrics.webhookEndpointsDisabled.inc({ reason }),
+    },
+  });
+  app.addHook('onReady', async () => deliverer.start());
+  app.addHook('onClose', () => deliverer.stop(DRAIN_GRACE_MS));
+}
+
+/** Events older than this many days go, a bounded batch per transaction so no delete holds a lock for long. */
+const EVENT_DELETE_BATCH = 1_000;
+
+function deleteOldEvents(app: FastifyInstance, storage: Storage, days: number, now: () => Date): void {
+  const run = async () => {
+    const before = new Date(now().getTime() - days * 86_400_000);
+    while ((await storage.events.deleteOlderThan(before, EVENT_DELETE_BATCH)) === EVENT_DELETE_BATCH) {
+      // Let requests through between batches.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  };
+  const timer = setInterval(() => {
+    run().catch((error: unknown) => app.log.warn({ err: error }, 'deleting old events failed'));
+  }, PRUNE_INTERVAL_MS);
+  timer.unref();
+  app.addHook('onClose', async () => clearInterval(timer));
 }
 
 /** JSON lines on stdout by default; LOG_FORMAT=pretty turns them into readable lines for a terminal. */

@@ -1,6 +1,9 @@
+import type { BlockList } from 'node:net';
 import { getHeapStatistics } from 'node:v8';
 import envSchema from 'env-schema';
 import { type Static, Type } from 'typebox';
+import { NetworkPolicy, parseNetworks } from '../domain/network-policy.js';
+import { DEFAULT_RETRY_SCHEDULE, parseDurationMs, parseRetrySchedule } from '../domain/retry-schedule.js';
 
 /**
  * What a valid value looks like, in words, where the schema's own keywords (a pattern) would not say
@@ -29,6 +32,10 @@ function isBaseUrl(value: string): boolean {
     !/[<>"'\\^`{|}]/.test(value)
   );
 }
+
+/** A duration as the webhook settings take it (parseDurationMs), and a list of them. */
+const DURATION = '[0-9]{1,9}(?:ms|s|m|h|d)';
+const DURATION_LIST = `^${DURATION}(?:,${DURATION})*$`;
 
 const BaseUrl = (description: string) =>
   Type.String({
@@ -177,6 +184,48 @@ const EnvSchema = Type.Object({
     description:
       'V8 heap in use (MiB) above which /v1 answers 503 unavailable at once; 0 means 90% of the V8 heap limit.',
   }),
+  EVENT_RETENTION_DAYS: Type.Integer({
+    minimum: 1,
+    maximum: 36_500,
+    default: 30,
+    description:
+      'Days an event is kept (listEvents, getEvent, webhook deliveries); older ones are deleted in the background.',
+  }),
+  WEBHOOK_TIMEOUT_MS: Type.Integer({
+    minimum: 100,
+    maximum: 120_000,
+    default: 10_000,
+    description:
+      'How long a webhook receiver has to answer (connection, headers and all); a 2xx after that is a failure.',
+  }),
+  WEBHOOK_RETRY_SCHEDULE: Type.String({
+    default: DEFAULT_RETRY_SCHEDULE,
+    pattern: DURATION_LIST,
+    [EXPECTED]: 'durations separated by commas, e.g. 5s,5m,30m,2h',
+    description:
+      'Delays between the attempts of a failing webhook delivery, each ±20% at random; after the last, the delivery is failed. One attempt more than delays.',
+  }),
+  WEBHOOK_DISABLE_AFTER: Type.String({
+    default: '5d',
+    pattern: `^${DURATION}$`,
+    [EXPECTED]: 'a duration such as 5d, 12h or 30m',
+    description:
+      'An endpoint whose deliveries have all failed for this long, with no success between, is disabled (disabledReason "failing").',
+  }),
+  WEBHOOK_CONCURRENCY_PER_ENDPOINT: Type.Integer({
+    minimum: 1,
+    maximum: 64,
+    default: 4,
+    description:
+      'Attempts to one webhook endpoint at once, across every node: one slow receiver cannot hold every delivery back.',
+  }),
+  WEBHOOK_ALLOWED_NETWORKS: Type.String({
+    default: '',
+    pattern: '^[0-9A-Fa-f:.,/\\s]*$',
+    [EXPECTED]: 'CIDR ranges separated by commas, e.g. 10.1.0.0/16,fd00::/8',
+    description:
+      'Networks webhooks may reach although they are not public (loopback, private, link-local…), CIDR, comma-separated. Empty: public addresses only.',
+  }),
 });
 
 export type Env = Static<typeof EnvSchema>;
@@ -203,6 +252,16 @@ export interface Config {
   trustedProxies: string[];
   redisUrl: string | undefined;
   overload: { maxEventLoopDelayMs: number; maxHeapUsedBytes: number };
+  eventRetentionDays: number;
+  webhooks: {
+    timeoutMs: number;
+    /** Delays between attempts, in milliseconds. */
+    retrySchedule: number[];
+    disableAfterMs: number;
+    concurrencyPerEndpoint: number;
+    /** Where deliveries may connect: public addresses, and WEBHOOK_ALLOWED_NETWORKS. */
+    policy: NetworkPolicy;
+  };
 }
 
 export class ConfigError extends Error {
@@ -254,7 +313,23 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           ? parsed.OVERLOAD_MAX_HEAP_USED_MB * 1024 * 1024
           : Math.floor(getHeapStatistics().heap_size_limit * 0.9),
     },
+    eventRetentionDays: parsed.EVENT_RETENTION_DAYS,
+    webhooks: {
+      timeoutMs: parsed.WEBHOOK_TIMEOUT_MS,
+      retrySchedule: parseRetrySchedule(parsed.WEBHOOK_RETRY_SCHEDULE),
+      disableAfterMs: parseDurationMs(parsed.WEBHOOK_DISABLE_AFTER),
+      concurrencyPerEndpoint: parsed.WEBHOOK_CONCURRENCY_PER_ENDPOINT,
+      policy: new NetworkPolicy(allowedNetworks(parsed.WEBHOOK_ALLOWED_NETWORKS)),
+    },
   };
+}
+
+function allowedNetworks(list: string): BlockList {
+  try {
+    return parseNetworks(list);
+  } catch (error) {
+    throw new ConfigError(`invalid configuration: WEBHOOK_ALLOWED_NETWORKS: ${(error as Error).message}`);
+  }
 }
 
 /**

@@ -68,11 +68,13 @@ export class PetCatalog {
     pet,
     idempotencyKey,
   }: PetCreationRequest): Promise<{ pet: Pet; replayed: boolean }> {
-    if (idempotencyKey === undefined) return this.#store.create({ pet: newPetRecord(pet) });
+    const at = this.#now();
+    if (idempotencyKey === undefined) return this.#store.create({ pet: newPetRecord(pet), at });
     const requestHash = requestHashOf(pet);
     const created = await this.#store.create({
       pet: newPetRecord(pet),
-      idempotency: idempotencyClaim(caller, idempotencyKey, requestHash, this.#now()),
+      at,
+      idempotency: idempotencyClaim(caller, idempotencyKey, requestHash, at),
     });
     if (created.requestHash !== requestHash) throw new IdempotencyKeyReusedError();
     return { pet: created.pet, replayed: created.replayed };

@@ -1,6 +1,8 @@
 import type { ApiKeyScope } from './api-keys.js';
+import type { EventStore } from './events.js';
 import type { Order, OrderSettlement, OrderStatus } from './order.js';
 import type { Pet, PetStatus } from './pet.js';
+import type { WebhookStore } from './webhooks.js';
 
 /**
  * The storage port: everything the domain needs from a database, owned by the domain. Each adapter
@@ -12,6 +14,9 @@ export interface Storage {
   readonly orders: OrderStore;
   readonly apiKeys: ApiKeyStore;
   readonly idempotency: IdempotencyStore;
+  /** The event log (read side): every change through the API records its event in its own transaction. */
+  readonly events: EventStore;
+  readonly webhooks: WebhookStore;
   /** What opening the database did to its schema: the migrations it applied, if any. */
   readonly schema: SchemaVersions;
   /** A random secret shared by every node on this database, created on first use. */
@@ -71,6 +76,8 @@ export interface PetPageJson {
 /** A pet to create, with the Idempotency-Key claim it was sent with, if any. */
 export interface PetCreation {
   pet: PetRecordInput;
+  /** When the pet is created: its pet.created event's occurredAt (by default, when it is stored). */
+  at?: Date | undefined;
   idempotency?: IdempotencyClaim | undefined;
 }
 
@@ -88,9 +95,13 @@ export interface PetStore {
    * transaction unless a live record for (apiKeyHash, key) exists: then nothing is created and the
    * recorded pet is returned. Concurrent claims of one key, from any node, are settled by the database:
    * exactly one creates. Resolves once durably stored; adapters group concurrent creates into one commit.
+   * A pet created records its pet.created event in the same transaction; a replay records nothing.
    */
   create(creation: PetCreation): Promise<CreatedPet>;
-  /** Stores several new pets in one transaction (one durable commit); resolves to them, in order, with their ids. */
+  /**
+   * Stores several new pets in one transaction (one durable commit), recording no events (seeding);
+   * resolves to them, in order, with their ids.
+   */
   createMany(pets: readonly PetRecordInput[]): Promise<Pet[]>;
   findById(id: bigint): Promise<Pet | undefined>;
   /** The pet as the JSON object the API sends (see PetPageJson), or undefined. */
@@ -159,14 +170,17 @@ export interface OrderStore {
    * In one transaction: the animal goes from available to pending and the order is stored `placed`.
    * Of concurrent placements for one animal, from any node, exactly one is `placed`. With an
    * Idempotency-Key claim the key is recorded in that transaction too, unless a live record exists:
-   * then nothing changes and the recorded order is returned. A refusal records nothing.
+   * then nothing changes and the recorded order is returned. A refusal records nothing. A placed order
+   * records its order.placed event in the same transaction.
    */
   place(placement: OrderPlacement): Promise<PlacedOrder>;
   /**
    * In one transaction: a `placed` order becomes `to` and its animal goes from pending to sold
-   * (delivered) or available (cancelled). Of concurrent settlements of one order, exactly one settles.
+   * (delivered) or available (cancelled). Of concurrent settlements of one order, exactly one settles,
+   * and records its order.delivered or order.cancelled event (occurred `at`, by default when it is
+   * stored) in the same transaction.
    */
-  settle(id: bigint, to: OrderSettlement): Promise<SettledOrder>;
+  settle(id: bigint, to: OrderSettlement, at?: Date): Promise<SettledOrder>;
   findById(id: bigint): Promise<Order | undefined>;
   /** Orders in ascending id order; without filters also how migrate-data reads them, batch by batch. */
   list(query: OrderListQuery): Promise<Order[]>;

@@ -85,7 +85,7 @@ export class StoreOrders {
 
   /** Asking again for the status the order is in is a safe retry: the order, unchanged. */
   async #settle(id: bigint, to: OrderSettlement): Promise<Order | undefined> {
-    const settled = await this.#store.settle(id, to);
+    const settled = await this.#store.settle(id, to, this.#now());
     switch (settled.outcome) {
       case 'settled':
       case 'unchanged':

@@ -7,6 +7,7 @@ import {
   StorageUnavailableError,
   UnknownReferenceError,
 } from '../domain/errors.js';
+import { InvalidEndpointError } from '../domain/webhooks.js';
 import { setCommonHeaders } from './request-id.js';
 import { ERROR_STATUS, type ErrorBody, type ErrorCode } from './schemas/error.js';
 
@@ -56,7 +57,11 @@ const FASTIFY_ERRORS: Record<string, [ErrorCode, string, Record<string, string>?
 /** The one mapping from anything thrown while serving a request to an Error body. */
 export function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
-  if (error instanceof InvalidCursorError || error instanceof UnknownReferenceError)
+  if (
+    error instanceof InvalidCursorError ||
+    error instanceof UnknownReferenceError ||
+    error instanceof InvalidEndpointError
+  )
     return new ApiError('invalid_request', error.message);
   if (error instanceof ConflictError) return new ApiError('conflict', error.message);
   if (error instanceof StorageUnavailableError)

@@ -41,6 +41,28 @@ export class Links {
     return `${this.#api}/store/orders?limit=${limit}${status ? `&status=${status}` : ''}${petId === undefined ? '' : `&petId=${petId}`}&cursor=${cursor}`;
   }
 
+  /** The `next` page of the event feed: after the page's last id, same limit and types. */
+  eventsPage(limit: number, types: readonly string[], after: bigint): string {
+    return `${this.#api}/events?limit=${limit}${types.map((type) => `&type=${type}`).join('')}&after=${after}`;
+  }
+
+  webhookEndpoint(id: bigint): string {
+    return `${this.#api}/webhook-endpoints/${id}`;
+  }
+
+  webhookEndpointsPage(limit: number, cursor: string): string {
+    return `${this.#api}/webhook-endpoints?limit=${limit}&cursor=${cursor}`;
+  }
+
+  webhookDeliveriesPage(
+    endpointId: bigint,
+    limit: number,
+    status: string | undefined,
+    cursor: string,
+  ): string {
+    return `${this.#api}/webhook-endpoints/${endpointId}/deliveries?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${cursor}`;
+  }
+
   /** Documentation of listPets, getPet's replacement. */
   listPetsDocs(): string {
     return `${this.#docs}#/pets/listPets`;

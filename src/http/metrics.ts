@@ -47,6 +47,25 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  readonly webhookDeliveries = new Counter({
+    name: 'petstore_webhook_attempts_total',
+    help: 'Webhook delivery attempts, by outcome: succeeded, retrying (failed, tried again later), failed (the last attempt failed).',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+  readonly webhookAttemptDuration = new Histogram({
+    name: 'petstore_webhook_attempt_duration_seconds',
+    help: 'Time from sending a webhook delivery to its answer (or to its failure).',
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+  readonly webhookEndpointsDisabled = new Counter({
+    name: 'petstore_webhook_endpoints_disabled_total',
+    help: 'Webhook endpoints disabled, by reason: failing (every delivery failed for WEBHOOK_DISABLE_AFTER) or gone (410).',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+
   constructor(storage: Storage) {
     collectDefaultMetrics({ register: this.registry, prefix: 'petstore_' });
     // An info metric, always 1: which build runs, as labels. Under --workers every worker reports the same
@@ -58,6 +77,27 @@ export class ServiceMetrics {
       aggregator: 'first',
       registers: [this.registry],
     }).set({ version: VERSION, node: NODE_VERSION }, 1);
+    // The database's figures, the same seen from any process: under --workers, one value is kept, not the sum.
+    const pending = () => storage.webhooks.pending();
+    new Gauge({
+      name: 'petstore_webhook_deliveries_pending',
+      help: 'Webhook deliveries waiting for an attempt (due or scheduled), on every node.',
+      aggregator: 'max',
+      registers: [this.registry],
+      async collect() {
+        this.set((await pending()).count);
+      },
+    });
+    new Gauge({
+      name: 'petstore_webhook_oldest_pending_age_seconds',
+      help: 'Age of the event of the oldest pending webhook delivery; 0 when none is pending.',
+      aggregator: 'max',
+      registers: [this.registry],
+      async collect() {
+        const { oldestAt } = await pending();
+        this.set(oldestAt ? Math.max(0, (Date.now() - oldestAt.getTime()) / 1000) : 0);
+      },
+    });
     const { poolStats } = storage;
     if (poolStats) {
       new Gauge({
@@ -92,6 +132,8 @@ export class ServiceMetrics {
       orders: watch(storage.orders, 'orders'),
       apiKeys: watch(storage.apiKeys, 'apiKeys'),
       idempotency: watch(storage.idempotency, 'idempotency'),
+      events: watch(storage.events, 'events'),
+      webhooks: watch(storage.webhooks, 'webhooks'),
       schema: storage.schema,
       sharedSecret: (name) => storage.sharedSecret(name),
       ping: () => storage.ping(),

@@ -1,7 +1,9 @@
 import swagger from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import type { OpenAPIV3_1 } from 'openapi-types';
 import { Type } from 'typebox';
+import { EVENT_TYPES } from '../domain/events.js';
 import { FIXED_ANSWER_HEADERS, FixedAnswer, NotModified } from './fixed-answer.js';
 import { response } from './schemas/responses.js';
 
@@ -65,6 +67,12 @@ export const openApi = fp(
             'body limit applies to its decoded size. A response of 1 KiB or more is compressed when `Accept-Encoding`',
             'allows (gzip preferred, then br, then deflate).',
             '',
+            '**Events and webhooks.** Every change (`pet.created`, `order.placed`, `order.delivered`, `order.cancelled`)',
+            'is recorded in the transaction that makes it. `GET /events?after=<last id>` lists them in commit order and',
+            'never skips one. A webhook endpoint gets each event of its types as a POST signed with the Standard',
+            'Webhooks scheme (`webhook-id`, `webhook-timestamp`, `webhook-signature`), retried on failure after 5 s, 5 min,',
+            '30 min, 2 h, 5 h, 10 h and 10 h (±20%), at least once; see `webhooks` below for each delivery.',
+            '',
             '**Deprecation.** `getPet` is deprecated and is removed on Thu, 05 Dec 2030 00:00:00 GMT; from then',
             'on it answers 410. Use `GET /pets?status=…` instead.',
           ].join('\n'),
@@ -77,8 +85,17 @@ export const openApi = fp(
             description:
               "Orders for the animals: placing, delivering and cancelling one moves its animal's status with it",
           },
+          {
+            name: 'events',
+            description: 'Every change made through the API, as a feed that never skips one',
+          },
+          {
+            name: 'webhooks',
+            description: 'Endpoints that receive each event as a signed POST, retried until it succeeds',
+          },
           { name: 'operations', description: 'Probes and the contract itself; no key needed' },
         ],
+        webhooks: webhookDeliveries(),
         components: {
           securitySchemes: {
             bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key, e.g. `pst_…`.' },
@@ -127,6 +144,59 @@ export const openApi = fp(
   { name: 'openapi', fastify: '5.x' },
 );
 
+/**
+ * OpenAPI 3.1's top-level `webhooks`: what a receiver gets for each event type, as a request the service
+ * makes to the endpoint's URL, and what the service makes of the answer.
+ */
+function webhookDeliveries(): Record<string, OpenAPIV3_1.PathItemObject> {
+  const header = (name: string, description: string, example: string): OpenAPIV3_1.ParameterObject => ({
+    name,
+    in: 'header',
+    required: true,
+    description,
+    schema: { type: 'string' },
+    example,
+  });
+  const parameters = [
+    header(
+      'webhook-id',
+      "The event's id, in decimal digits: the same on every attempt; de-duplicate on it.",
+      '1',
+    ),
+    header('webhook-timestamp', 'Unix seconds of this attempt.', '1795426198'),
+    header(
+      'webhook-signature',
+      '`v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` keyed with the decoded secret; two, space-separated, for 24 hours after a rotation. Verify with any Standard Webhooks library.',
+      'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=',
+    ),
+  ];
+  return Object.fromEntries(
+    EVENT_TYPES.map((type): [string, OpenAPIV3_1.PathItemObject] => [
+      type,
+      {
+        post: {
+          operationId: `${type.replace('.', '_')}_webhook`,
+          summary: `Delivery of a ${type} event`,
+          description:
+            'POSTed to every enabled endpoint whose `types` include it. A 2xx within `WEBHOOK_TIMEOUT_MS` (10 s) ' +
+            'is success; anything else (another status, a redirect, which is never followed, a timeout, a refused or ' +
+            'reset connection) is retried on the schedule, then the delivery is `failed`. A 410 disables the endpoint.',
+          tags: ['webhooks'],
+          parameters,
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/Event' } } },
+          },
+          responses: {
+            '2XX': { description: 'Received: the delivery succeeded' },
+            '410': { description: 'Gone: the endpoint is disabled at once (`disabledReason: "gone"`)' },
+            default: { description: 'Any other answer: the delivery is tried again later' },
+          },
+        },
+      },
+    ]),
+  );
+}
 type Json = Record<string, unknown>;
 
 /**

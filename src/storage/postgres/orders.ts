@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { orderChanged } from '../../domain/events.js';
 import {
   ORDERABLE_PET_STATUS,
   type Order,
@@ -17,6 +18,7 @@ import type {
 } from '../../domain/storage.js';
 import { CreateBatcher } from '../create-batcher.js';
 import { countRows } from './count.js';
+import { appendEvents } from './events.js';
 import type { PostgresIdempotencyKeys } from './idempotency.js';
 import { inTransaction } from './transaction.js';
 
@@ -118,7 +120,7 @@ interface PetMove {
 /** One write of the orders store: what a caller asked for. */
 type OrderWrite =
   | { kind: 'place'; placement: OrderPlacement }
-  | { kind: 'settle'; id: bigint; to: OrderSettlement };
+  | { kind: 'settle'; id: bigint; to: OrderSettlement; at: Date };
 
 /** The page query for these filters: one named statement per combination. */
 function pageQuery({ afterId, status, petId, limit }: OrderListQuery): pg.QueryConfig<unknown[]> {
@@ -184,8 +186,8 @@ export class PostgresOrderStore implements OrderStore {
     return keyed;
   }
 
-  settle(id: bigint, to: OrderSettlement): Promise<SettledOrder> {
-    return this.#writes.add({ kind: 'settle', id, to }) as Promise<SettledOrder>;
+  settle(id: bigint, to: OrderSettlement, at = new Date()): Promise<SettledOrder> {
+    return this.#writes.add({ kind: 'settle', id, to, at }) as Promise<SettledOrder>;
   }
 
   async settled(): Promise<void> {
@@ -209,7 +211,9 @@ export class PostgresOrderStore implements OrderStore {
     const { rows } = await client.query<{ id: bigint }>(ORDER_SQL.insert(petId, at));
     const id = (rows[0] as { id: bigint }).id;
     await this.#idempotency.attach(client, claim, id);
-    return { outcome: 'placed', order: { id, petId, status: 'placed', placedAt: at } };
+    const order: Order = { id, petId, status: 'placed', placedAt: at };
+    await appendEvents(client, [orderChanged(order, at)]);
+    return { outcome: 'placed', order };
   }
 
   /** One batch, in its transaction: lock, work each write out in arrival order, then write. */
@@ -237,6 +241,8 @@ export class PostgresOrderStore implements OrderStore {
 
     const now = new Map(locked);
     const settled: Order[] = [];
+    /** When each settled order was settled, for its event. */
+    const settledAt = new Map<Order, Date>();
     const placing: OrderPlacement[] = [];
     const results = writes.map((write): PlacedOrder | SettledOrder => {
       if (write.kind === 'place') {
@@ -262,7 +268,9 @@ export class PostgresOrderStore implements OrderStore {
       order.status = write.to;
       now.set(order.petId, PET_STATUS_BY_ORDER[write.to]);
       settled.push(order);
-      return { outcome: 'settled', order: { ...order } };
+      const result = { ...order };
+      settledAt.set(result, write.at);
+      return { outcome: 'settled', order: result };
     });
 
     // Never one without the other: every conditional UPDATE must change exactly the rows worked out
@@ -287,6 +295,16 @@ export class PostgresOrderStore implements OrderStore {
         if (result.outcome === 'placed') result.order.id = (rows[next++] as { id: bigint }).id;
       }
     }
+    // In arrival order, each change's event, in this transaction.
+    await appendEvents(
+      client,
+      results.flatMap((result) => {
+        if (result.outcome === 'placed') return [orderChanged(result.order, result.order.placedAt)];
+        if (result.outcome === 'settled')
+          return [orderChanged(result.order, settledAt.get(result.order) as Date)];
+        return [];
+      }),
+    );
     return results;
   }
 

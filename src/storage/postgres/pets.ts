@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { petCreated } from '../../domain/events.js';
 import type { Pet } from '../../domain/pet.js';
 import type {
   CreatedPet,
@@ -11,6 +12,7 @@ import type {
 import { CreateBatcher } from '../create-batcher.js';
 import { type PetRow, toPet } from '../pet-row.js';
 import { countRows } from './count.js';
+import { appendEvents } from './events.js';
 import type { PostgresIdempotencyKeys } from './idempotency.js';
 import { inTransaction } from './transaction.js';
 
@@ -135,29 +137,34 @@ export class PostgresPetStore implements PetStore {
     this.#idempotency = idempotency;
   }
 
-  /** One commit for the whole batch: a single statement, or one transaction when keys are claimed. */
+  /** One transaction, one commit, for the whole batch: the pets, their claims and their events. */
   async #createAll(creations: readonly PetCreation[]): Promise<CreatedPet[]> {
-    if (creations.every((creation) => !creation.idempotency)) {
-      const pets = await insertPets(
-        this.#pool,
-        creations.map((creation) => creation.pet),
-      );
-      return pets.map((pet) => ({ pet, replayed: false }));
-    }
     return inTransaction(this.#pool, async (client) => {
-      const results = new Map<PetCreation, CreatedPet>();
-      const plain = creations.filter((creation) => !creation.idempotency);
-      const plainPets = await insertPets(
+      const created = await this.#createEach(client, creations);
+      await appendEvents(
         client,
-        plain.map((creation) => creation.pet),
+        created.flatMap((result, i) =>
+          result.replayed ? [] : [petCreated(result.pet, (creations[i] as PetCreation).at ?? new Date())],
+        ),
       );
-      for (const [i, pet] of plainPets.entries())
-        results.set(plain[i] as PetCreation, { pet, replayed: false });
-      // One by one, in key order: a later one in the batch with the same key sees what this one wrote.
-      const keyed = creations.filter((creation) => creation.idempotency).sort(byClaim);
-      for (const creation of keyed) results.set(creation, await this.#createKeyed(client, creation));
-      return creations.map((creation) => results.get(creation) as CreatedPet);
+      return created;
     });
+  }
+
+  /** The pets without a key in one INSERT, then the keyed ones one by one, in key order. */
+  async #createEach(client: pg.PoolClient, creations: readonly PetCreation[]): Promise<CreatedPet[]> {
+    const results = new Map<PetCreation, CreatedPet>();
+    const plain = creations.filter((creation) => !creation.idempotency);
+    const plainPets = await insertPets(
+      client,
+      plain.map((creation) => creation.pet),
+    );
+    for (const [i, pet] of plainPets.entries())
+      results.set(plain[i] as PetCreation, { pet, replayed: false });
+    // One by one, in key order: a later one in the batch with the same key sees what this one wrote.
+    const keyed = creations.filter((creation) => creation.idempotency).sort(byClaim);
+    for (const creation of keyed) results.set(creation, await this.#createKeyed(client, creation));
+    return creations.map((creation) => results.get(creation) as CreatedPet);
   }
 
   async #createKeyed(client: pg.PoolClient, { pet, idempotency }: PetCreation): Promise<CreatedPet> {

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { ApiKeyCache } from '../../domain/api-key-cache.js';
+import type { EventStore } from '../../domain/events.js';
 import type {
   ApiKeyStore,
   IdempotencyStore,
@@ -9,14 +10,17 @@ import type {
   SchemaVersions,
   Storage,
 } from '../../domain/storage.js';
+import type { WebhookStore } from '../../domain/webhooks.js';
 import { toStorageError, translateUnavailable } from '../unavailable.js';
 import { PostgresApiKeyStore } from './api-keys.js';
 import { isPostgresUnavailable } from './errors.js';
+import { PostgresEventStore } from './events.js';
 import { PostgresIdempotencyStore } from './idempotency.js';
 import { migrate } from './migrations.js';
 import { PostgresOrderStore } from './orders.js';
 import { PostgresPetStore } from './pets.js';
 import { PostgresSecrets } from './secrets.js';
+import { PostgresWebhookStore } from './webhooks.js';
 
 export interface PostgresOptions {
   /** Connections this process may hold (DATABASE_POOL_SIZE). */
@@ -80,11 +84,14 @@ export class PostgresStorage implements Storage {
   readonly orders: OrderStore;
   readonly apiKeys: ApiKeyStore;
   readonly idempotency: IdempotencyStore;
+  readonly events: EventStore;
+  readonly webhooks: WebhookStore;
   readonly schema: SchemaVersions;
   readonly #pool: pg.Pool;
+  readonly #webhooks: PostgresWebhookStore;
   readonly #secrets: PostgresSecrets;
 
-  private constructor(pool: pg.Pool, schema: SchemaVersions) {
+  private constructor(pool: pg.Pool, url: string, schema: SchemaVersions) {
     this.#pool = pool;
     this.schema = schema;
     const idempotency = new PostgresIdempotencyStore(pool);
@@ -99,6 +106,9 @@ export class PostgresStorage implements Storage {
       { rememberActive: true },
     );
     this.idempotency = translateUnavailable(idempotency, isPostgresUnavailable);
+    this.events = translateUnavailable(new PostgresEventStore(pool), isPostgresUnavailable);
+    this.#webhooks = new PostgresWebhookStore(pool, url);
+    this.webhooks = translateUnavailable(this.#webhooks, isPostgresUnavailable);
     this.#secrets = translateUnavailable(new PostgresSecrets(pool), isPostgresUnavailable);
   }
 
@@ -118,7 +128,7 @@ export class PostgresStorage implements Storage {
     } finally {
       await migrations.end();
     }
-    return new PostgresStorage(newPool(url, options), schema);
+    return new PostgresStorage(newPool(url, options), url, schema);
   }
 
   sharedSecret(name: string): Promise<Buffer> {
@@ -144,11 +154,11 @@ export class PostgresStorage implements Storage {
 
   async analyze(): Promise<void> {
     // Autovacuum would get there too, but only a minute or more after a bulk load.
-    await this.#pool.query('ANALYZE pets, orders, api_keys');
+    await this.#pool.query('ANALYZE pets, orders, api_keys, events, webhook_endpoints');
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.pets.settled(), this.orders.settled()]);
+    await Promise.all([this.pets.settled(), this.orders.settled(), this.#webhooks.close()]);
     if (!this.#pool.ended) await this.#pool.end();
   }
 }

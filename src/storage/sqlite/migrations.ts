@@ -1,7 +1,9 @@
 import type Database from 'better-sqlite3';
+import { EVENT_TYPES } from '../../domain/events.js';
 import { ORDER_STATUSES } from '../../domain/order.js';
 import { PET_STATUSES } from '../../domain/pet.js';
 import type { SchemaVersions } from '../../domain/storage.js';
+import { WEBHOOK_DELIVERY_STATUSES, WEBHOOK_ENDPOINT_STATUSES } from '../../domain/webhooks.js';
 import { assertSchemaKnown } from '../schema-version.js';
 import { sqlList } from '../sql.js';
 
@@ -77,6 +79,50 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
    UPDATE api_keys SET scopes = 'pets:read pets:write orders:read orders:write';
    ALTER TABLE api_keys ADD COLUMN expires_at TEXT;
    ALTER TABLE api_keys ADD COLUMN last_used_at TEXT;`,
+  // Events and webhooks. Instants in epoch milliseconds; an endpoint's types are '*' or the types
+  // separated by spaces. Keys that had all four scopes get the three new ones; narrower keys keep theirs.
+  `CREATE TABLE events (
+     id          INTEGER PRIMARY KEY AUTOINCREMENT,
+     type        TEXT    NOT NULL CHECK (type IN (${sqlList(EVENT_TYPES)})),
+     occurred_at INTEGER NOT NULL,
+     data        TEXT    NOT NULL
+   );
+   CREATE INDEX events_type_id ON events (type, id);
+   CREATE INDEX events_occurred_at ON events (occurred_at);
+
+   CREATE TABLE webhook_endpoints (
+     id                    INTEGER PRIMARY KEY AUTOINCREMENT,
+     url                   TEXT    NOT NULL,
+     types                 TEXT    NOT NULL,
+     description           TEXT    NOT NULL,
+     status                TEXT    NOT NULL CHECK (status IN (${sqlList(WEBHOOK_ENDPOINT_STATUSES)})),
+     disabled_reason       TEXT,
+     created_at            INTEGER NOT NULL,
+     secret                TEXT    NOT NULL,
+     previous_secret       TEXT,
+     previous_secret_until INTEGER,
+     -- The first failure since the last success: failing for WEBHOOK_DISABLE_AFTER disables the endpoint.
+     failing_since         INTEGER
+   );
+
+   CREATE TABLE webhook_deliveries (
+     endpoint_id          INTEGER NOT NULL REFERENCES webhook_endpoints (id) ON DELETE CASCADE,
+     event_id             INTEGER NOT NULL,
+     status               TEXT    NOT NULL CHECK (status IN (${sqlList(WEBHOOK_DELIVERY_STATUSES)})),
+     attempts             INTEGER NOT NULL,
+     last_attempt_at      INTEGER,
+     next_attempt_at      INTEGER,
+     last_response_status INTEGER,
+     last_error           TEXT,
+     -- Until then one node holds it for an attempt; a node that dies lets it go when this passes.
+     lease_until          INTEGER,
+     PRIMARY KEY (endpoint_id, event_id)
+   );
+   CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending';
+   CREATE INDEX webhook_deliveries_event ON webhook_deliveries (event_id);
+
+   UPDATE api_keys SET scopes = scopes || ' events:read webhooks:read webhooks:write'
+   WHERE scopes = 'pets:read pets:write orders:read orders:write';`,
 ];
 
 /**

@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { orderChanged } from '../../domain/events.js';
 import {
   ORDERABLE_PET_STATUS,
   type Order,
@@ -16,6 +17,7 @@ import type {
   SettledOrder,
 } from '../../domain/storage.js';
 import { CreateBatcher } from '../create-batcher.js';
+import type { SqliteEventLog } from './events.js';
 import type { SqliteIdempotencyKeys } from './idempotency.js';
 
 /** An orders row as a raw statement returns it: id, pet_id, status, placed_at (epoch ms). */
@@ -32,7 +34,7 @@ const toOrder = ([id, petId, status, placedAt]: OrderTuple): Order => ({
 /** One write of the orders store: what a caller asked for. */
 type OrderWrite =
   | { kind: 'place'; placement: OrderPlacement }
-  | { kind: 'settle'; id: bigint; to: OrderSettlement };
+  | { kind: 'settle'; id: bigint; to: OrderSettlement; at: Date };
 type WriteOutcome = PlacedOrder | SettledOrder;
 /** Each write's own outcome, or its own failure: one failing write does not fail the others of its batch. */
 type WriteResult = { outcome: WriteOutcome } | { error: unknown };
@@ -57,6 +59,7 @@ class Refusal {
 export class SqliteOrderStore implements OrderStore {
   readonly #db: Database.Database;
   readonly #idempotency: SqliteIdempotencyKeys;
+  readonly #events: SqliteEventLog;
   readonly #takePet: Database.Statement<[bigint]>;
   readonly #petStatus: Database.Statement<[bigint], PetStatus>;
   readonly #insert: Database.Statement<[bigint, OrderStatus, number], bigint>;
@@ -71,9 +74,10 @@ export class SqliteOrderStore implements OrderStore {
   readonly #writeAll: Database.Transaction<(writes: readonly OrderWrite[]) => WriteResult[]>;
   readonly #writes: CreateBatcher<OrderWrite, WriteResult>;
 
-  constructor(db: Database.Database, idempotency: SqliteIdempotencyKeys) {
+  constructor(db: Database.Database, idempotency: SqliteIdempotencyKeys, events: SqliteEventLog) {
     this.#db = db;
     this.#idempotency = idempotency;
+    this.#events = events;
     this.#takePet = db.prepare<[bigint]>(
       `UPDATE pets SET status = '${PET_STATUS_BY_ORDER.placed}' WHERE id = ? AND status = '${ORDERABLE_PET_STATUS}'`,
     );
@@ -99,7 +103,9 @@ export class SqliteOrderStore implements OrderStore {
       .raw(true)
       .safeIntegers(true);
     this.#writeOne = db.transaction((write: OrderWrite) =>
-      write.kind === 'place' ? this.#placeOne(write.placement) : this.#settleOne(write.id, write.to),
+      write.kind === 'place'
+        ? this.#placeOne(write.placement)
+        : this.#settleOne(write.id, write.to, write.at),
     );
     this.#writeAll = db.transaction((writes: readonly OrderWrite[]) =>
       writes.map((write): WriteResult => {
@@ -128,10 +134,12 @@ export class SqliteOrderStore implements OrderStore {
     }
     const id = this.#insert.get(petId, 'placed', at.getTime()) as bigint;
     if (idempotency) this.#idempotency.attach(idempotency, id);
-    return { outcome: 'placed', order: { id, petId, status: 'placed', placedAt: at } };
+    const order: Order = { id, petId, status: 'placed', placedAt: at };
+    this.#events.append(orderChanged(order, at));
+    return { outcome: 'placed', order };
   }
 
-  #settleOne(id: bigint, to: OrderSettlement): SettledOrder {
+  #settleOne(id: bigint, to: OrderSettlement, at: Date): SettledOrder {
     const settled = this.#settleOrder.get(to, id);
     if (!settled) {
       const row = this.#byId.get(id);
@@ -144,6 +152,7 @@ export class SqliteOrderStore implements OrderStore {
     if (this.#movePet.run(PET_STATUS_BY_ORDER[to], order.petId, PET_STATUS_BY_ORDER.placed).changes !== 1) {
       throw new Error(`order ${id} was placed but its animal ${order.petId} is not pending`);
     }
+    this.#events.append(orderChanged(order, at));
     return { outcome: 'settled', order };
   }
 
@@ -157,8 +166,8 @@ export class SqliteOrderStore implements OrderStore {
     return this.#write({ kind: 'place', placement }) as Promise<PlacedOrder>;
   }
 
-  settle(id: bigint, to: OrderSettlement): Promise<SettledOrder> {
-    return this.#write({ kind: 'settle', id, to }) as Promise<SettledOrder>;
+  settle(id: bigint, to: OrderSettlement, at = new Date()): Promise<SettledOrder> {
+    return this.#write({ kind: 'settle', id, to, at }) as Promise<SettledOrder>;
   }
 
   settled(): Promise<void> {

@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { petCreated } from '../../domain/events.js';
 import type { Pet, PetStatus } from '../../domain/pet.js';
 import type {
   CreatedPet,
@@ -10,6 +11,7 @@ import type {
 } from '../../domain/storage.js';
 import { CreateBatcher } from '../create-batcher.js';
 import { type PetRow, toPet } from '../pet-row.js';
+import type { SqliteEventLog } from './events.js';
 import type { SqliteIdempotencyKeys } from './idempotency.js';
 
 /** A pets row as a raw statement returns it: id, name, category_id, status. */
@@ -44,6 +46,7 @@ export class SqlitePetStore implements PetStore {
   readonly #db: Database.Database;
   /** createPet's Idempotency-Key records. */
   readonly #idempotency: SqliteIdempotencyKeys;
+  readonly #events: SqliteEventLog;
   /** The one pet INSERT: every create, with or without an Idempotency-Key, and every seeded pet. */
   readonly #insert: Database.Statement<[string, bigint, PetStatus], { id: bigint }>;
   readonly #byId: Database.Statement<[bigint], PetRow>;
@@ -52,12 +55,16 @@ export class SqlitePetStore implements PetStore {
   readonly #pages = new Map<number, [PageStatement, PageByStatusStatement]>();
   /** Statements of pages written as JSON, by LIMIT: [unfiltered, by status]. */
   readonly #jsonPages = new Map<number, [JsonPageStatement, JsonPageByStatusStatement]>();
-  readonly #createAll: Database.Transaction<(creations: readonly PetCreation[]) => CreatedPet[]>;
+  /** Creates in one transaction; `record`: with their pet.created events (not when seeding). */
+  readonly #createAll: Database.Transaction<
+    (creations: readonly PetCreation[], record: boolean) => CreatedPet[]
+  >;
   readonly #creates: CreateBatcher<PetCreation, CreatedPet>;
 
-  constructor(db: Database.Database, idempotency: SqliteIdempotencyKeys) {
+  constructor(db: Database.Database, idempotency: SqliteIdempotencyKeys, events: SqliteEventLog) {
     this.#db = db;
     this.#idempotency = idempotency;
+    this.#events = events;
     this.#insert = db
       .prepare<[string, bigint, PetStatus], { id: bigint }>(
         'INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING id',
@@ -67,13 +74,18 @@ export class SqlitePetStore implements PetStore {
       .prepare<[bigint], PetRow>('SELECT id, name, category_id, status FROM pets WHERE id = ?')
       .safeIntegers(true);
     this.#jsonById = db.prepare<[bigint], string>(`SELECT ${PET_JSON} FROM pets WHERE id = ?`).pluck();
-    this.#createAll = db.transaction((creations: readonly PetCreation[]) =>
-      creations.map((creation) => this.#createOne(creation)),
+    this.#createAll = db.transaction((creations: readonly PetCreation[], record: boolean) =>
+      creations.map((creation) => {
+        const created = this.#createOne(creation);
+        if (record && !created.replayed)
+          this.#events.append(petCreated(created.pet, creation.at ?? new Date()));
+        return created;
+      }),
     );
     // better-sqlite3 commits synchronously, so the batch is whatever was queued in one event-loop turn.
     // IMMEDIATE: the write lock is taken first, so processes sharing the file (--workers) take turns
     // over a whole batch, claims of Idempotency-Keys included, and exactly one of them creates.
-    this.#creates = new CreateBatcher((creations) => this.#createAll.immediate(creations));
+    this.#creates = new CreateBatcher((creations) => this.#createAll.immediate(creations, true));
   }
 
   #insertPet(pet: PetRecordInput): Pet {
@@ -98,7 +110,12 @@ export class SqlitePetStore implements PetStore {
   }
 
   async createMany(pets: readonly PetRecordInput[]): Promise<Pet[]> {
-    return this.#createAll.immediate(pets.map((pet) => ({ pet }))).map((created) => created.pet);
+    return this.#createAll
+      .immediate(
+        pets.map((pet) => ({ pet })),
+        false,
+      )
+      .map((created) => created.pet);
   }
 
   settled(): Promise<void> {

@@ -2,6 +2,7 @@ import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
 import { ApiKeyCache } from '../../domain/api-key-cache.js';
+import type { EventStore } from '../../domain/events.js';
 import type {
   ApiKeyStore,
   IdempotencyStore,
@@ -10,16 +11,19 @@ import type {
   SchemaVersions,
   Storage,
 } from '../../domain/storage.js';
+import type { WebhookStore } from '../../domain/webhooks.js';
 import { toStorageError, translateUnavailable } from '../unavailable.js';
 import { SqliteApiKeyStore } from './api-keys.js';
 import { BetterSqlite3 } from './driver.js';
 import { isSqliteUnavailable } from './errors.js';
+import { SqliteEventLog, SqliteEventStore } from './events.js';
 import { SqliteIdempotencyStore } from './idempotency.js';
 import { retryWhileLocked, waitingForLocks } from './lock-waits.js';
 import { migrate } from './migrations.js';
 import { SqliteOrderStore } from './orders.js';
 import { SqlitePetStore } from './pets.js';
 import { SqliteSecrets } from './secrets.js';
+import { SqliteWebhookStore } from './webhooks.js';
 
 export interface SqliteOptions {
   /** Longest wait for a lock another process holds (DATABASE_TIMEOUT_MS). */
@@ -48,6 +52,8 @@ export class SqliteStorage implements Storage {
   readonly orders: OrderStore;
   readonly apiKeys: ApiKeyStore;
   readonly idempotency: IdempotencyStore;
+  readonly events: EventStore;
+  readonly webhooks: WebhookStore;
   readonly schema: SchemaVersions;
   readonly #db: Database.Database;
   readonly #secrets: SqliteSecrets;
@@ -76,8 +82,11 @@ export class SqliteStorage implements Storage {
     const adapt = <T extends object>(store: T): T =>
       translateUnavailable(waitingForLocks(store, timeoutMs), isSqliteUnavailable);
     const idempotency = new SqliteIdempotencyStore(this.#db);
-    this.pets = adapt(new SqlitePetStore(this.#db, idempotency.pets));
-    this.orders = adapt(new SqliteOrderStore(this.#db, idempotency.orders));
+    const log = new SqliteEventLog(this.#db);
+    this.pets = adapt(new SqlitePetStore(this.#db, idempotency.pets, log));
+    this.orders = adapt(new SqliteOrderStore(this.#db, idempotency.orders, log));
+    this.events = adapt(new SqliteEventStore(this.#db));
+    this.webhooks = adapt(new SqliteWebhookStore(this.#db, log));
     // A lookup is microseconds here: only refusals are remembered, so a revocation is effective at once.
     this.apiKeys = new ApiKeyCache(adapt(new SqliteApiKeyStore(this.#db)), { rememberActive: false });
     this.idempotency = adapt(idempotency);

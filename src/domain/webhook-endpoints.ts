@@ -1,0 +1,111 @@
+import type { NetworkPolicy } from './network-policy.js';
+import { type CursorCodec, DEFAULT_PAGE_SIZE } from './paging.js';
+import {
+  checkEndpointUrl,
+  endpointTypes,
+  newWebhookSecret,
+  PREVIOUS_SECRET_TTL_MS,
+  type WebhookDelivery,
+  type WebhookDeliveryStatus,
+  type WebhookEndpoint,
+  type WebhookStore,
+} from './webhooks.js';
+
+export interface NewEndpointRequest {
+  url: string;
+  types?: readonly string[] | undefined;
+  description?: string | undefined;
+}
+
+export interface Page<T> {
+  items: T[];
+  nextCursor?: string;
+}
+
+/** The webhook endpoints' use cases, one per operation, free of HTTP and SQL. */
+export class WebhookEndpoints {
+  readonly #store: WebhookStore;
+  readonly #policy: NetworkPolicy;
+  readonly #endpointCursors: CursorCodec;
+  readonly #deliveryCursors: CursorCodec;
+  readonly #now: () => Date;
+
+  constructor(
+    store: WebhookStore,
+    policy: NetworkPolicy,
+    cursors: { endpoints: CursorCodec; deliveries: CursorCodec },
+    now: () => Date,
+  ) {
+    this.#store = store;
+    this.#policy = policy;
+    this.#endpointCursors = cursors.endpoints;
+    this.#deliveryCursors = cursors.deliveries;
+    this.#now = now;
+  }
+
+  /** Throws InvalidEndpointError naming `url` or `types`. The answer carries the secret: the only time but a rotation's. */
+  create({ url, types, description = '' }: NewEndpointRequest): Promise<WebhookEndpoint> {
+    return this.#store.createEndpoint({
+      url: checkEndpointUrl(url, this.#policy),
+      types: endpointTypes(types),
+      description,
+      secret: newWebhookSecret(),
+      createdAt: this.#now(),
+    });
+  }
+
+  async list(limit = DEFAULT_PAGE_SIZE, cursor?: string): Promise<Page<WebhookEndpoint>> {
+    const afterId = cursor ? this.#endpointCursors.decode(cursor, {}).afterId : 0n;
+    const items = await this.#store.listEndpoints(afterId, limit + 1);
+    if (items.length <= limit) return { items };
+    items.length = limit;
+    const last = items[items.length - 1] as WebhookEndpoint;
+    return { items, nextCursor: this.#endpointCursors.encode({ afterId: last.id }) };
+  }
+
+  find(id: bigint): Promise<WebhookEndpoint | undefined> {
+    return this.#store.findEndpoint(id);
+  }
+
+  delete(id: bigint): Promise<boolean> {
+    return this.#store.deleteEndpoint(id);
+  }
+
+  enable(id: bigint): Promise<WebhookEndpoint | undefined> {
+    return this.#store.enableEndpoint(id);
+  }
+
+  /** A new secret; the old one keeps signing beside it for 24 hours. */
+  rotateSecret(id: bigint): Promise<WebhookEndpoint | undefined> {
+    return this.#store.rotateSecret(
+      id,
+      newWebhookSecret(),
+      new Date(this.#now().getTime() + PREVIOUS_SECRET_TTL_MS),
+    );
+  }
+
+  /** Newest event first; undefined when the endpoint does not exist. */
+  async deliveries(
+    endpointId: bigint,
+    {
+      limit = DEFAULT_PAGE_SIZE,
+      status,
+      cursor,
+    }: { limit?: number; status?: WebhookDeliveryStatus | undefined; cursor?: string | undefined },
+  ): Promise<Page<WebhookDelivery> | undefined> {
+    if (!(await this.#store.findEndpoint(endpointId))) return undefined;
+    // The position is the last event id seen, going down; the cursor is good for this endpoint and status only.
+    const filter = { status, petId: endpointId };
+    const beforeEventId = cursor ? this.#deliveryCursors.decode(cursor, filter).afterId : undefined;
+    const items = await this.#store.listDeliveries({ endpointId, beforeEventId, status, limit: limit + 1 });
+    if (items.length <= limit) return { items };
+    items.length = limit;
+    const last = items[items.length - 1] as WebhookDelivery;
+    return { items, nextCursor: this.#deliveryCursors.encode({ afterId: last.eventId, ...filter }) };
+  }
+
+  /** The delivery is attempted again now; undefined when the endpoint has no delivery of this event. */
+  retry(endpointId: bigint, eventId: bigint): Promise<WebhookDelivery | undefined> {
+    return this.#store.retryDelivery(endpointId, eventId, this.#now());
+  }
+}

@@ -1,0 +1,198 @@
+import { randomBytes } from 'node:crypto';
+import { isIP } from 'node:net';
+import { type EventType, isEventType } from './events.js';
+import type { NetworkPolicy } from './network-policy.js';
+
+/** An endpoint's `types`: event types, or `*` for every type, now and later. */
+export type EndpointTypes = readonly ['*'] | readonly EventType[];
+
+export const WEBHOOK_ENDPOINT_STATUSES = ['enabled', 'disabled'] as const;
+export type WebhookEndpointStatus = (typeof WEBHOOK_ENDPOINT_STATUSES)[number];
+/** Why an endpoint was disabled: its deliveries failed for too long, or it answered 410 Gone. */
+export type DisabledReason = 'failing' | 'gone';
+
+export const WEBHOOK_DELIVERY_STATUSES = ['pending', 'succeeded', 'failed'] as const;
+export type WebhookDeliveryStatus = (typeof WEBHOOK_DELIVERY_STATUSES)[number];
+
+/** How long a rotated-out secret keeps signing beside the new one. */
+export const PREVIOUS_SECRET_TTL_MS = 24 * 60 * 60 * 1000;
+export const MAX_URL_LENGTH = 2048;
+export const MAX_DESCRIPTION_LENGTH = 255;
+
+/** An endpoint as stored, its secrets included: only create and rotate answers show a secret. */
+export interface WebhookEndpoint {
+  id: bigint;
+  url: string;
+  types: EndpointTypes;
+  description: string;
+  status: WebhookEndpointStatus;
+  disabledReason: DisabledReason | undefined;
+  createdAt: Date;
+  secret: string;
+  /** The secret before the last rotation, signing beside the new one until `previousSecretUntil`. */
+  previousSecret: string | undefined;
+  previousSecretUntil: Date | undefined;
+}
+
+export interface NewWebhookEndpoint {
+  url: string;
+  types: EndpointTypes;
+  description: string;
+  secret: string;
+  createdAt: Date;
+}
+
+export interface WebhookDelivery {
+  endpointId: bigint;
+  eventId: bigint;
+  status: WebhookDeliveryStatus;
+  attempts: number;
+  lastAttemptAt: Date | undefined;
+  nextAttemptAt: Date | undefined;
+  lastResponseStatus: number | undefined;
+  lastError: string | undefined;
+}
+
+/** A delivery leased to this node for one attempt, with what the attempt needs. */
+export interface ClaimedDelivery {
+  endpointId: bigint;
+  eventId: bigint;
+  /** Attempts made before this one. */
+  attempts: number;
+  url: string;
+  /** The secrets to sign with: the current one, and the previous one while it still signs. */
+  secrets: string[];
+  /** The body: the event as getEvent returns it. */
+  body: string;
+  /** The lease: until then no other node attempts it; the result is recorded only under it. */
+  leaseUntil: Date;
+}
+
+/** How one attempt ended. */
+export interface AttemptOutcome {
+  at: Date;
+  succeeded: boolean;
+  /** The receiver's status, when it answered. */
+  responseStatus: number | undefined;
+  /** What went wrong (at most 1 KiB of the answer's body, or the connection's error). */
+  error: string | undefined;
+  /** When to try again; undefined after the last attempt (the delivery fails) or on success. */
+  nextAttemptAt: Date | undefined;
+  /** A 410 Gone: the endpoint is disabled at once. */
+  gone: boolean;
+}
+
+/** What recording an attempt did to the endpoint. */
+export type AttemptRecorded =
+  | { recorded: false } // the lease had passed to another node: its attempt counts, not this one
+  | { recorded: true; disabled: DisabledReason | undefined; failed: boolean };
+
+export interface DeliveryListQuery {
+  endpointId: bigint;
+  /** Keyset position: only deliveries of events with a smaller id (newest first). */
+  beforeEventId: bigint | undefined;
+  status?: WebhookDeliveryStatus | undefined;
+  limit: number;
+}
+
+export interface PendingDeliveries {
+  count: number;
+  /** When the oldest pending delivery's event occurred. */
+  oldestAt: Date | undefined;
+}
+
+/** Webhook endpoints and their deliveries, as the database holds them. */
+export interface WebhookStore {
+  createEndpoint(endpoint: NewWebhookEndpoint): Promise<WebhookEndpoint>;
+  listEndpoints(afterId: bigint, limit: number): Promise<WebhookEndpoint[]>;
+  findEndpoint(id: bigint): Promise<WebhookEndpoint | undefined>;
+  /** Deletes the endpoint and its deliveries, pending ones included; false when there was none. */
+  deleteEndpoint(id: bigint): Promise<boolean>;
+  /** Enabled again: gets the events that occur from now on. Undefined when there is none. */
+  enableEndpoint(id: bigint): Promise<WebhookEndpoint | undefined>;
+  /** The new secret signs from now on, the current one beside it until `previousUntil`. */
+  rotateSecret(id: bigint, secret: string, previousUntil: Date): Promise<WebhookEndpoint | undefined>;
+  listDeliveries(query: DeliveryListQuery): Promise<WebhookDelivery[]>;
+  /** The delivery becomes pending, due at `at`; undefined when there is none. */
+  retryDelivery(endpointId: bigint, eventId: bigint, at: Date): Promise<WebhookDelivery | undefined>;
+  /**
+   * Leases at most `limit` due deliveries of enabled endpoints, at most `perEndpoint` leased at once to
+   * any endpoint (across every node), until `leaseUntil`. No two callers on any nodes get one delivery.
+   */
+  claimDue(now: Date, leaseUntil: Date, limit: number, perEndpoint: number): Promise<ClaimedDelivery[]>;
+  /**
+   * Records an attempt made under its lease. A failure disables the endpoint when it answered 410, or
+   * when it has failed since `failingSince` or earlier with no success between.
+   */
+  recordAttempt(
+    delivery: ClaimedDelivery,
+    outcome: AttemptOutcome,
+    disableIfFailingSince: Date,
+  ): Promise<AttemptRecorded>;
+  /** Gives leases back (a stopping node): those deliveries are due again at once. */
+  releaseLeases(deliveries: readonly ClaimedDelivery[]): Promise<void>;
+  /** When the next pending delivery is due (or its lease ends); undefined when none is pending. */
+  nextDueAt(): Promise<Date | undefined>;
+  pending(): Promise<PendingDeliveries>;
+  count(): Promise<number>;
+  /**
+   * `listener` is called when deliveries may have become due sooner than nextDueAt said: new events,
+   * a retry, an endpoint enabled (on this node; on PostgreSQL on any node). Returns the unsubscribe.
+   */
+  watch(listener: () => void): () => void;
+  /** Endpoints copied from another database, ids and secrets kept; an id already present is left as it is. */
+  importEndpoints(endpoints: readonly WebhookEndpoint[]): Promise<number>;
+}
+
+/** `whsec_` and the base64 of 32 random bytes: the Standard Webhooks form of a signing secret. */
+export const newWebhookSecret = (): string => `whsec_${randomBytes(32).toString('base64')}`;
+
+/** The types an endpoint was created with: absent means every type. Throws naming `types` otherwise. */
+export function endpointTypes(types: readonly string[] | undefined): EndpointTypes {
+  if (types === undefined) return ['*'];
+  if (types.length === 1 && types[0] === '*') return ['*'];
+  if (types.length === 0 || !types.every(isEventType))
+    throw new InvalidEndpointError(
+      'types must be a non-empty list of event types (pet.created, order.placed, order.delivered, order.cancelled), or ["*"]',
+    );
+  return [...new Set(types)];
+}
+
+/** A request to create or change an endpoint is invalid; the message names the field. */
+export class InvalidEndpointError extends Error {
+  override readonly name = 'InvalidEndpointError';
+}
+
+/** The host of a URL as an address, when it is one (`[::1]` → `::1`). */
+const literalAddress = (hostname: string): string | undefined => {
+  const bare = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
+  return isIP(bare) ? bare : undefined;
+};
+
+/**
+ * An endpoint's URL: absolute `http:` or `https:`, no user info, no fragment, at most 2,048
+ * characters, and not a literal address webhooks may not reach. Host names are judged when connecting,
+ * on the address they resolve to. Throws InvalidEndpointError naming `url`.
+ */
+export function checkEndpointUrl(text: string, policy: NetworkPolicy): string {
+  const refuse = (why: string) => new InvalidEndpointError(`url ${why}`);
+  if (text.length > MAX_URL_LENGTH) throw refuse(`must be at most ${MAX_URL_LENGTH} characters`);
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw refuse('must be an absolute http: or https: URL');
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:')
+    throw refuse('must be an absolute http: or https: URL');
+  if (url.username !== '' || url.password !== '') throw refuse('must not contain user information');
+  if (text.includes('#')) throw refuse('must not contain a fragment');
+  const address = literalAddress(url.hostname);
+  if (address !== undefined && !policy.permits(address))
+    throw refuse('must not point to a private, loopback, link-local or otherwise non-public address');
+  return text;
+}
+
+/** Whether an endpoint with these types gets events of this type. */
+export const subscribesTo = (types: EndpointTypes, type: EventType): boolean =>
+  types[0] === '*' || (types as readonly string[]).includes(type);

@@ -1,0 +1,321 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { preValidationHookHandler } from 'fastify';
+import fp from 'fastify-plugin';
+import { Type } from 'typebox';
+import { DEFAULT_PAGE_SIZE } from '../../domain/paging.js';
+import type { WebhookEndpoints } from '../../domain/webhook-endpoints.js';
+import type { WebhookEndpoint as EndpointModel, WebhookDelivery } from '../../domain/webhooks.js';
+import { ContentEncodingHeader } from '../content-coding.js';
+import { ApiError } from '../errors.js';
+import { type Links, linkHeader } from '../links.js';
+import { ref } from '../schemas/common.js';
+import { BODY_ERRORS, errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
+import {
+  DeliveryParams,
+  EndpointIdParams,
+  ListWebhookDeliveriesQuery,
+  ListWebhookEndpointsQuery,
+  NewWebhookEndpoint,
+  WebhookDeliveries,
+  WebhookDelivery as WebhookDeliverySchema,
+  WebhookEndpoint,
+  WebhookEndpoints as WebhookEndpointsSchema,
+  WebhookEndpointWithSecret,
+} from '../schemas/webhook.js';
+
+export interface WebhookRoutesOptions {
+  endpoints: WebhookEndpoints;
+  links: Links;
+}
+
+const TAGS = ['webhooks'];
+const NOT_FOUND = 'no webhook endpoint has this id';
+const NO_DELIVERY = 'this webhook endpoint has no delivery of this event';
+const notFound = errorResponse('No webhook endpoint has this id', { not_found: NOT_FOUND });
+const invalidId = invalid('`endpointId` is not an integer from 1 to 2^63-1', 'endpointId must be an integer');
+
+/** enable, rotate-secret and retry take no body: one sent is refused rather than ignored. */
+const noBody: preValidationHookHandler = (request, _reply, done) =>
+  done(
+    request.body === undefined
+      ? undefined
+      : new ApiError('invalid_request', 'this operation takes no request body'),
+  );
+
+/** An endpoint as the API shows it: never its secrets. */
+const view = (e: EndpointModel) => ({
+  id: e.id,
+  url: e.url,
+  types: [...e.types],
+  description: e.description,
+  status: e.status,
+  ...(e.disabledReason ? { disabledReason: e.disabledReason } : {}),
+  createdAt: e.createdAt,
+});
+
+const deliveryView = (d: WebhookDelivery) => ({
+  eventId: d.eventId,
+  status: d.status,
+  attempts: d.attempts,
+  lastAttemptAt: d.lastAttemptAt?.toISOString() ?? null,
+  nextAttemptAt: d.nextAttemptAt?.toISOString() ?? null,
+  lastResponseStatus: d.lastResponseStatus ?? null,
+  lastError: d.lastError ?? null,
+});
+
+const routes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (app, { endpoints, links }) => {
+  const found = (endpoint: EndpointModel | undefined): EndpointModel => {
+    if (!endpoint) throw new ApiError('not_found', NOT_FOUND);
+    return endpoint;
+  };
+
+  app.post(
+    '/webhook-endpoints',
+    {
+      config: { scope: 'webhooks:write' },
+      schema: {
+        operationId: 'createWebhookEndpoint',
+        summary: 'Register a webhook endpoint',
+        description:
+          'From now on, every event of its `types` (all types by default) is POSTed to `url`, signed with the ' +
+          'Standard Webhooks scheme. The answer carries the signing `secret`: the only time it is shown, but ' +
+          'for a rotation. A `url` whose host is a literal private, loopback or link-local address is refused; ' +
+          'a host name is judged on the address it resolves to, at each attempt.',
+        tags: TAGS,
+        headers: Type.Object({ 'content-encoding': ContentEncodingHeader }, { additionalProperties: true }),
+        body: ref(NewWebhookEndpoint),
+        response: {
+          201: response('Endpoint registered, with its secret', ref(WebhookEndpointWithSecret), {
+            Location: Type.String({ description: 'Address of the new endpoint.' }),
+          }),
+          400: invalid(
+            'Body missing `url`, or with an invalid `url`, `types` or `description`, or unknown properties',
+            'url must be an absolute http: or https: URL',
+          ),
+          default: otherErrors('GET, HEAD, POST'),
+          ...BODY_ERRORS,
+        },
+      },
+    },
+    async (request, reply) => {
+      const endpoint = await endpoints.create(request.body);
+      return reply
+        .code(201)
+        .header('Location', links.webhookEndpoint(endpoint.id))
+        .send({ ...view(endpoint), secret: endpoint.secret });
+    },
+  );
+
+  app.get(
+    '/webhook-endpoints',
+    {
+      config: { scope: 'webhooks:read' },
+      schema: {
+        operationId: 'listWebhookEndpoints',
+        summary: 'List webhook endpoints',
+        description:
+          'Endpoints in ascending `id` order, paged exactly as listPets (`Link: <…>; rel="next"` while more may exist). Secrets are never listed.',
+        tags: TAGS,
+        querystring: ListWebhookEndpointsQuery,
+        response: {
+          200: response('A page of endpoints', WebhookEndpointsSchema, {
+            Link: Type.String({
+              description: '`<…/v1/webhook-endpoints?limit=…&cursor=…>; rel="next"` while more may exist.',
+            }),
+          }),
+          400: invalid('Invalid `limit` or `cursor`', 'cursor is not valid'),
+          default: otherErrors('GET, HEAD, POST'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { limit = DEFAULT_PAGE_SIZE, cursor } = request.query;
+      const page = await endpoints.list(limit, cursor);
+      if (page.nextCursor)
+        reply.header('Link', linkHeader(links.webhookEndpointsPage(limit, page.nextCursor), 'next'));
+      return page.items.map(view);
+    },
+  );
+
+  app.get(
+    '/webhook-endpoints/:endpointId',
+    {
+      config: { scope: 'webhooks:read' },
+      schema: {
+        operationId: 'getWebhookEndpoint',
+        summary: 'Fetch one webhook endpoint',
+        tags: TAGS,
+        params: EndpointIdParams,
+        response: {
+          200: response('Endpoint found (without its secret)', ref(WebhookEndpoint)),
+          400: invalidId,
+          404: notFound,
+          default: otherErrors('GET, HEAD, DELETE'),
+        },
+      },
+    },
+    async (request) => view(found(await endpoints.find(request.params.endpointId))),
+  );
+
+  app.delete(
+    '/webhook-endpoints/:endpointId',
+    {
+      config: { scope: 'webhooks:write' },
+      schema: {
+        operationId: 'deleteWebhookEndpoint',
+        summary: 'Delete a webhook endpoint',
+        description: 'The endpoint gets no delivery from now on; its pending deliveries are dropped.',
+        tags: TAGS,
+        params: EndpointIdParams,
+        response: {
+          204: { description: 'Deleted', type: 'null' },
+          400: invalidId,
+          404: notFound,
+          default: otherErrors('GET, HEAD, DELETE'),
+        },
+      },
+    },
+    async (request, reply) => {
+      if (!(await endpoints.delete(request.params.endpointId))) throw new ApiError('not_found', NOT_FOUND);
+      return reply.code(204).send(null);
+    },
+  );
+
+  app.post(
+    '/webhook-endpoints/:endpointId/enable',
+    {
+      config: { scope: 'webhooks:write' },
+      preValidation: noBody,
+      schema: {
+        operationId: 'enableWebhookEndpoint',
+        summary: 'Enable a webhook endpoint',
+        description:
+          'A disabled endpoint gets deliveries again, of the events that occur from now on (not of those it missed). Enabling an enabled endpoint changes nothing. No request body.',
+        tags: TAGS,
+        params: EndpointIdParams,
+        response: {
+          200: response('The endpoint, enabled', ref(WebhookEndpoint)),
+          400: invalidId,
+          404: notFound,
+          default: otherErrors('POST'),
+        },
+      },
+    },
+    async (request) => view(found(await endpoints.enable(request.params.endpointId))),
+  );
+
+  app.post(
+    '/webhook-endpoints/:endpointId/rotate-secret',
+    {
+      config: { scope: 'webhooks:write' },
+      preValidation: noBody,
+      schema: {
+        operationId: 'rotateWebhookEndpointSecret',
+        summary: "Rotate a webhook endpoint's secret",
+        description:
+          'A new secret, shown in this answer only. For 24 hours every delivery is signed with both the new and the previous secret (two signatures in `webhook-signature`), then with the new one only. No request body.',
+        tags: TAGS,
+        params: EndpointIdParams,
+        response: {
+          200: response('The endpoint with its new secret', ref(WebhookEndpointWithSecret)),
+          400: invalidId,
+          404: notFound,
+          default: otherErrors('POST'),
+        },
+      },
+    },
+    async (request) => {
+      const endpoint = found(await endpoints.rotateSecret(request.params.endpointId));
+      return { ...view(endpoint), secret: endpoint.secret };
+    },
+  );
+
+  app.get(
+    '/webhook-endpoints/:endpointId/deliveries',
+    {
+      config: { scope: 'webhooks:read' },
+      schema: {
+        operationId: 'listWebhookDeliveries',
+        summary: "List a webhook endpoint's deliveries",
+        description:
+          'One row per event for this endpoint, newest event first, optionally only those with a `status`; paged as listPets.',
+        tags: TAGS,
+        params: EndpointIdParams,
+        querystring: ListWebhookDeliveriesQuery,
+        response: {
+          200: response('A page of deliveries', WebhookDeliveries, {
+            Link: Type.String({
+              description: '`<…/deliveries?limit=…&cursor=…>; rel="next"` while more may exist.',
+            }),
+          }),
+          400: invalid(
+            'Invalid `endpointId`, `limit`, `status` or `cursor`',
+            'endpointId must be an integer',
+          ),
+          404: notFound,
+          default: otherErrors('GET, HEAD'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { endpointId } = request.params;
+      const { limit = DEFAULT_PAGE_SIZE, status, cursor } = request.query;
+      const page = await endpoints.deliveries(endpointId, { limit, status, cursor });
+      if (!page) throw new ApiError('not_found', NOT_FOUND);
+      if (page.nextCursor)
+        reply.header(
+          'Link',
+          linkHeader(links.webhookDeliveriesPage(endpointId, limit, status, page.nextCursor), 'next'),
+        );
+      return page.items.map(deliveryView);
+    },
+  );
+
+  app.post(
+    '/webhook-endpoints/:endpointId/deliveries/:eventId/retry',
+    {
+      config: { scope: 'webhooks:write' },
+      preValidation: noBody,
+      schema: {
+        operationId: 'retryWebhookDelivery',
+        summary: 'Attempt a delivery again now',
+        description:
+          'A `failed` (or `succeeded`) delivery becomes `pending` and is attempted at once; a `pending` one is attempted at once instead of at its scheduled time. No request body.',
+        tags: TAGS,
+        params: DeliveryParams,
+        response: {
+          202: response('The delivery, pending', ref(WebhookDeliverySchema)),
+          400: invalid(
+            '`endpointId` or `eventId` is not an integer from 1 to 2^63-1',
+            'eventId must be an integer',
+          ),
+          404: errorResponse('No such endpoint, or it has no delivery of this event', {
+            not_found: NO_DELIVERY,
+          }),
+          default: otherErrors('POST'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { endpointId, eventId } = request.params;
+      const delivery = await endpoints.retry(endpointId, eventId);
+      if (!delivery) throw new ApiError('not_found', NO_DELIVERY);
+      return reply.code(202).send(deliveryView(delivery));
+    },
+  );
+};
+
+/** Webhook endpoints and their deliveries, behind authentication and rate limits. */
+export const webhookRoutes = fp(routes, {
+  name: 'webhook-routes',
+  fastify: '5.x',
+  dependencies: [
+    'authentication',
+    'scopes',
+    'rate-limit',
+    'route-fallbacks',
+    'openapi',
+    'json-body',
+    'content-codings',
+  ],
+});

@@ -1,0 +1,192 @@
+import { Type } from 'typebox';
+import { MAX_DESCRIPTION_LENGTH, MAX_URL_LENGTH, WEBHOOK_DELIVERY_STATUSES } from '../../domain/webhooks.js';
+import { Cursor, Int64, Limit, ref } from './common.js';
+
+const ENDPOINT_EXAMPLE = {
+  id: 1,
+  url: 'https://hooks.example.com/animal-store',
+  types: ['order.placed', 'order.delivered'],
+  description: 'Fulfilment',
+  status: 'enabled',
+  createdAt: '2026-11-23T09:00:00.000Z',
+};
+const SECRET_EXAMPLE = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw4KNu3SuWdKo=';
+const DELIVERY_EXAMPLE = {
+  eventId: 2,
+  status: 'pending',
+  attempts: 1,
+  lastAttemptAt: '2026-11-23T09:30:00.210Z',
+  nextAttemptAt: '2026-11-23T09:30:05.380Z',
+  lastResponseStatus: 503,
+  lastError: 'HTTP 503: try later',
+};
+
+const DateTime = (description: string) =>
+  Type.Unsafe<Date>({ type: 'string', format: 'date-time', description });
+const Nullable = (schema: object, description: string) =>
+  Type.Unsafe({ anyOf: [schema, { type: 'null' }], description });
+
+const Types = Type.Array(
+  Type.Unsafe<string>({ anyOf: [{ $ref: 'EventType#' }, { type: 'string', const: '*' }] }),
+  {
+    minItems: 1,
+    maxItems: 16,
+    description: 'The event types this endpoint receives, or `["*"]` for every type, now and later.',
+  },
+);
+
+export const NewWebhookEndpoint = Type.Object(
+  {
+    url: Type.String({
+      minLength: 1,
+      maxLength: MAX_URL_LENGTH,
+      description:
+        'Where deliveries are POSTed: an absolute `https:` (or `http:`) URL without user info or fragment, at most 2,048 characters. It must reach a public address.',
+    }),
+    types: Type.Optional(Types),
+    description: Type.Optional(
+      Type.String({
+        maxLength: MAX_DESCRIPTION_LENGTH,
+        description: 'Up to 255 characters; `""` when absent.',
+      }),
+    ),
+  },
+  {
+    $id: 'NewWebhookEndpoint',
+    additionalProperties: false,
+    description: 'The request body for registering a webhook endpoint. Any other property is refused.',
+    examples: [{ url: ENDPOINT_EXAMPLE.url, types: ENDPOINT_EXAMPLE.types, description: 'Fulfilment' }],
+  },
+);
+
+const endpointProperties = {
+  id: Int64({ description: 'Unique identifier, assigned by the service.', minimum: 1 }),
+  url: Type.String({ description: 'Where deliveries are POSTed.' }),
+  types: Types,
+  description: Type.String({ description: 'What the endpoint is for.' }),
+  status: Type.Unsafe<'enabled' | 'disabled'>({
+    type: 'string',
+    enum: ['enabled', 'disabled'],
+    description: '`enabled`: gets deliveries. `disabled`: gets none until enabled again.',
+  }),
+  disabledReason: Type.Optional(
+    Type.Unsafe<'failing' | 'gone'>({
+      type: 'string',
+      enum: ['failing', 'gone'],
+      description:
+        'Only when disabled: `failing` (every delivery failed for WEBHOOK_DISABLE_AFTER, 5 days by default) or `gone` (it answered 410).',
+    }),
+  ),
+  createdAt: DateTime('When it was registered: RFC 3339 in UTC.'),
+};
+
+export const WebhookEndpoint = Type.Object(endpointProperties, {
+  $id: 'WebhookEndpoint',
+  additionalProperties: false,
+  description: 'A webhook endpoint. Its secret is shown only when created and when rotated.',
+  examples: [ENDPOINT_EXAMPLE],
+});
+
+export const WebhookEndpointWithSecret = Type.Object(
+  {
+    ...endpointProperties,
+    secret: Type.String({
+      description:
+        '`whsec_` and the base64 of 32 random bytes: verifies the `webhook-signature` of every delivery. Shown only in this answer: keep it.',
+    }),
+  },
+  {
+    $id: 'WebhookEndpointWithSecret',
+    additionalProperties: false,
+    description: 'A webhook endpoint with its signing secret, as created or rotated.',
+    examples: [{ ...ENDPOINT_EXAMPLE, secret: SECRET_EXAMPLE }],
+  },
+);
+
+export const WebhookEndpoints = Type.Array(ref(WebhookEndpoint), {
+  $id: 'WebhookEndpoints',
+  description: 'A page of webhook endpoints in ascending id order.',
+  examples: [[ENDPOINT_EXAMPLE]],
+});
+
+export const WebhookDeliveryStatus = Type.Unsafe<(typeof WEBHOOK_DELIVERY_STATUSES)[number]>({
+  $id: 'WebhookDeliveryStatus',
+  type: 'string',
+  enum: [...WEBHOOK_DELIVERY_STATUSES],
+  description:
+    '`pending` (an attempt is due or scheduled), `succeeded` (a 2xx), `failed` (no attempt left, or the endpoint was disabled).',
+});
+
+export const WebhookDelivery = Type.Object(
+  {
+    eventId: Int64({ description: 'The event delivered (the `webhook-id` header).', minimum: 1 }),
+    status: ref(WebhookDeliveryStatus),
+    attempts: Type.Integer({ minimum: 0, description: 'Attempts made so far.' }),
+    lastAttemptAt: Nullable(
+      { type: 'string', format: 'date-time' },
+      'When the last attempt was made; null before the first.',
+    ),
+    nextAttemptAt: Nullable(
+      { type: 'string', format: 'date-time' },
+      'When the next attempt is due; null unless pending.',
+    ),
+    lastResponseStatus: Nullable(
+      { type: 'integer' },
+      "The receiver's status at the last attempt; null when it did not answer.",
+    ),
+    lastError: Nullable(
+      { type: 'string' },
+      'Why the last attempt failed: `HTTP <status>: ` and at most 1 KiB of the answer, or what went wrong with the connection; null after a success.',
+    ),
+  },
+  {
+    $id: 'WebhookDelivery',
+    additionalProperties: false,
+    description: 'One event for one endpoint, and how its attempts went. Every field is always present.',
+    examples: [DELIVERY_EXAMPLE],
+  },
+);
+
+export const WebhookDeliveries = Type.Array(ref(WebhookDelivery), {
+  $id: 'WebhookDeliveries',
+  description: 'A page of deliveries, newest event first.',
+  examples: [[DELIVERY_EXAMPLE]],
+});
+
+export const ListWebhookEndpointsQuery = Type.Object(
+  { limit: Type.Optional(Limit('endpoints')), cursor: Type.Optional(Cursor()) },
+  { additionalProperties: false },
+);
+
+export const ListWebhookDeliveriesQuery = Type.Object(
+  {
+    limit: Type.Optional(Limit('deliveries')),
+    status: Type.Optional(
+      Type.Unsafe<(typeof WEBHOOK_DELIVERY_STATUSES)[number]>({
+        ...ref(WebhookDeliveryStatus),
+        description: 'Only deliveries with this status.',
+      }),
+    ),
+    cursor: Type.Optional(Cursor()),
+  },
+  { additionalProperties: false },
+);
+
+export const EndpointIdParams = Type.Object({
+  endpointId: Int64({ description: 'Identifier of the webhook endpoint (1 to 2^63-1).', minimum: 1 }),
+});
+
+export const DeliveryParams = Type.Object({
+  endpointId: Int64({ description: 'Identifier of the webhook endpoint (1 to 2^63-1).', minimum: 1 }),
+  eventId: Int64({ description: 'Identifier of the event delivered (1 to 2^63-1).', minimum: 1 }),
+});
+
+export const WEBHOOK_SCHEMAS = [
+  NewWebhookEndpoint,
+  WebhookEndpoint,
+  WebhookEndpointWithSecret,
+  WebhookEndpoints,
+  WebhookDeliveryStatus,
+  WebhookDelivery,
+  WebhookDeliveries,
+];

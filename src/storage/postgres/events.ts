@@ -1,0 +1,138 @@
+import type pg from 'pg';
+import type { EventListQuery, EventStore, EventType, NewEvent, StoredEvent } from '../../domain/events.js';
+import { countRows } from './count.js';
+import { inTransaction } from './transaction.js';
+
+/** The channel on which a commit that added deliveries wakes every node's deliverer. */
+export const WEBHOOKS_CHANNEL = 'petstore_webhooks';
+
+/**
+ * Any fixed number, the same in every node. A transaction that records events takes this lock just
+ * before drawing their ids, and PostgreSQL releases it only once the transaction's commit is visible to
+ * everyone: so ids are drawn in commit order, and a reader can never see an event while one with a
+ * smaller id may still commit. (Drawn freely, a sequence's values commit out of order: a reader asking
+ * for "after 41" could see 43, then never see 42 commit behind it.) What it costs: transactions that
+ * record events commit one after another, each holding the lock for its last statement and its commit.
+ */
+const EVENT_ORDER_LOCK = 7_304_118_263_520_002n;
+
+interface EventRow {
+  id: bigint;
+  type: EventType;
+  occurred_at: Date;
+  data: string;
+}
+
+const toEvent = (row: EventRow): StoredEvent => ({
+  id: row.id,
+  type: row.type,
+  occurredAt: row.occurred_at,
+  data: row.data,
+});
+
+/**
+ * Records events in the caller's transaction, last thing before its COMMIT, and gives every enabled
+ * endpoint subscribed to each type a pending delivery in the same statement; when it did, a NOTIFY
+ * (sent by PostgreSQL at commit, to every node) wakes the deliverers.
+ */
+export async function appendEvents(client: pg.PoolClient, events: readonly NewEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  await client.query({
+    name: 'events_order_lock',
+    text: 'SELECT pg_advisory_xact_lock($1)',
+    values: [EVENT_ORDER_LOCK],
+  });
+  await client.query({
+    name: 'events_append',
+    text: `WITH ev AS (
+             INSERT INTO events (type, occurred_at, data)
+             SELECT type, occurred_at, data
+             FROM unnest($1::text[], $2::timestamptz[], $3::text[]) WITH ORDINALITY AS e(type, occurred_at, data, n)
+             ORDER BY n
+             RETURNING id, type, occurred_at
+           ), deliveries AS (
+             INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts, next_attempt_at)
+             SELECT w.id, ev.id, 'pending', 0, ev.occurred_at
+             FROM ev JOIN webhook_endpoints w
+               ON w.status = 'enabled' AND (w.types = '{*}' OR ev.type = ANY (w.types))
+             RETURNING 1
+           )
+           SELECT CASE WHEN EXISTS (SELECT 1 FROM deliveries) THEN pg_notify('${WEBHOOKS_CHANNEL}', '') END`,
+    values: [events.map((e) => e.type), events.map((e) => e.occurredAt), events.map((e) => e.data)],
+  });
+}
+
+export class PostgresEventStore implements EventStore {
+  readonly #pool: pg.Pool;
+
+  constructor(pool: pg.Pool) {
+    this.#pool = pool;
+  }
+
+  async list({ afterId, types, limit }: EventListQuery): Promise<StoredEvent[]> {
+    const { rows } = await this.#pool.query<EventRow>(
+      types.length === 0
+        ? {
+            name: 'events_page',
+            text: 'SELECT id, type, occurred_at, data FROM events WHERE id > $1 ORDER BY id LIMIT $2',
+            values: [afterId, limit],
+          }
+        : {
+            name: 'events_page_by_type',
+            text: 'SELECT id, type, occurred_at, data FROM events WHERE id > $1 AND type = ANY ($2::text[]) ORDER BY id LIMIT $3',
+            values: [afterId, types, limit],
+          },
+    );
+    return rows.map(toEvent);
+  }
+
+  async findById(id: bigint): Promise<StoredEvent | undefined> {
+    const { rows } = await this.#pool.query<EventRow>({
+      name: 'event_by_id',
+      text: 'SELECT id, type, occurred_at, data FROM events WHERE id = $1',
+      values: [id],
+    });
+    return rows[0] && toEvent(rows[0]);
+  }
+
+  async deleteOlderThan(before: Date, batchSize: number): Promise<number> {
+    return inTransaction(this.#pool, async (client) => {
+      const { rows } = await client.query<{ id: bigint }>(
+        'SELECT id FROM events WHERE occurred_at < $1 ORDER BY id LIMIT $2',
+        [before, batchSize],
+      );
+      if (rows.length === 0) return 0;
+      const ids = rows.map((row) => row.id);
+      await client.query('DELETE FROM webhook_deliveries WHERE event_id = ANY ($1::bigint[])', [ids]);
+      const { rowCount } = await client.query('DELETE FROM events WHERE id = ANY ($1::bigint[])', [ids]);
+      return rowCount ?? 0;
+    });
+  }
+
+  async count(): Promise<number> {
+    return countRows(this.#pool, 'events');
+  }
+
+  async importBatch(events: readonly StoredEvent[]): Promise<number> {
+    if (events.length === 0) return 0;
+    return inTransaction(this.#pool, async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock($1)', [EVENT_ORDER_LOCK]);
+      const { rowCount } = await client.query(
+        `INSERT INTO events (id, type, occurred_at, data)
+         SELECT * FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[])
+         ON CONFLICT (id) DO NOTHING`,
+        [
+          events.map((e) => e.id),
+          events.map((e) => e.type),
+          events.map((e) => e.occurredAt),
+          events.map((e) => e.data),
+        ],
+      );
+      await client.query(
+        `SELECT setval(seq, greatest((SELECT max(id) FROM events), nextval(seq)))
+         FROM CAST(pg_get_serial_sequence('events', 'id') AS regclass) AS seq`,
+      );
+      return rowCount ?? 0;
+    });
+  }
+}

@@ -1,0 +1,144 @@
+import type Database from 'better-sqlite3';
+import type { EventListQuery, EventStore, EventType, NewEvent, StoredEvent } from '../../domain/events.js';
+
+/** An events row as a raw statement returns it: id, type, occurred_at (epoch ms), data. */
+type EventTuple = [bigint, EventType, bigint, string];
+const EVENT_COLUMNS = 'id, type, occurred_at, data';
+
+const toEvent = ([id, type, occurredAt, data]: EventTuple): StoredEvent => ({
+  id,
+  type,
+  occurredAt: new Date(Number(occurredAt)),
+  data,
+});
+
+/**
+ * The event log's write side on SQLite: `append` runs inside the transaction of the change it records
+ * (pets.ts, orders.ts), and in the same statement list gives every enabled endpoint that subscribes to
+ * the type a pending delivery, so a change, its event and its deliveries commit together or not at all.
+ * SQLite has one writer at a time and ids are drawn inside the write transaction, so ids ascend in
+ * commit order: a reader can never see an event before one with a smaller id.
+ */
+export class SqliteEventLog {
+  readonly #insert: Database.Statement<[string, number, string], bigint>;
+  readonly #fanOut: Database.Statement<{ eventId: bigint; type: string; at: number }>;
+  readonly #listeners = new Set<() => void>();
+  #wakeScheduled = false;
+
+  constructor(db: Database.Database) {
+    this.#insert = db
+      .prepare<[string, number, string], bigint>(
+        'INSERT INTO events (type, occurred_at, data) VALUES (?, ?, ?) RETURNING id',
+      )
+      .pluck()
+      .safeIntegers(true);
+    this.#fanOut = db.prepare(
+      `INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts, next_attempt_at)
+       SELECT id, @eventId, 'pending', 0, @at FROM webhook_endpoints
+       WHERE status = 'enabled' AND (types = '*' OR instr(' ' || types || ' ', ' ' || @type || ' ') > 0)`,
+    );
+  }
+
+  /** Records the event in the caller's transaction; resolves to its id. */
+  append(event: NewEvent): bigint {
+    const at = event.occurredAt.getTime();
+    const eventId = this.#insert.get(event.type, at, event.data) as bigint;
+    if (this.#fanOut.run({ eventId, type: event.type, at }).changes > 0) this.wake();
+    return eventId;
+  }
+
+  /** `listener` is called (after the transaction, on a later turn) when deliveries were added. */
+  watch(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Tells the watchers on a later turn: after the current transaction has committed (or rolled back: a wake is harmless). */
+  wake(): void {
+    if (this.#wakeScheduled) return;
+    this.#wakeScheduled = true;
+    setImmediate(() => {
+      this.#wakeScheduled = false;
+      for (const listener of this.#listeners) listener();
+    });
+  }
+}
+
+export class SqliteEventStore implements EventStore {
+  readonly #db: Database.Database;
+  readonly #byId: Database.Statement<[bigint], EventTuple>;
+  /** Page statements by LIMIT and number of types. */
+  readonly #pages = new Map<string, Database.Statement<unknown[], EventTuple>>();
+
+  constructor(db: Database.Database) {
+    this.#db = db;
+    this.#byId = db
+      .prepare<[bigint], EventTuple>(`SELECT ${EVENT_COLUMNS} FROM events WHERE id = ?`)
+      .raw(true)
+      .safeIntegers(true);
+  }
+
+  async list({ afterId, types, limit }: EventListQuery): Promise<StoredEvent[]> {
+    const name = `${limit} ${types.length}`;
+    let page = this.#pages.get(name);
+    if (!page) {
+      if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`invalid page size: ${limit}`);
+      const byType = types.length > 0 ? ` AND type IN (${types.map(() => '?').join(', ')})` : '';
+      page = this.#db
+        .prepare<unknown[], EventTuple>(
+          `SELECT ${EVENT_COLUMNS} FROM events WHERE id > ?${byType} ORDER BY id LIMIT ${limit}`,
+        )
+        .raw(true)
+        .safeIntegers(true);
+      this.#pages.set(name, page);
+    }
+    return page.all(afterId, ...types).map(toEvent);
+  }
+
+  async findById(id: bigint): Promise<StoredEvent | undefined> {
+    const row = this.#byId.get(id);
+    return row && toEvent(row);
+  }
+
+  async deleteOlderThan(before: Date, batchSize: number): Promise<number> {
+    return this.#db
+      .transaction(() => {
+        const ids = this.#db
+          .prepare<[number, number], bigint>(
+            'SELECT id FROM events WHERE occurred_at < ? ORDER BY id LIMIT ?',
+          )
+          .pluck()
+          .safeIntegers(true)
+          .all(before.getTime(), batchSize);
+        if (ids.length === 0) return 0;
+        const last = ids[ids.length - 1] as bigint;
+        this.#db
+          .prepare(
+            'DELETE FROM webhook_deliveries WHERE event_id <= ? AND event_id IN (SELECT id FROM events WHERE id <= ? AND occurred_at < ?)',
+          )
+          .run(last, last, before.getTime());
+        return this.#db
+          .prepare('DELETE FROM events WHERE id <= ? AND occurred_at < ?')
+          .run(last, before.getTime()).changes;
+      })
+      .immediate();
+  }
+
+  async count(): Promise<number> {
+    return this.#db.prepare<[], number>('SELECT count(*) FROM events').pluck().get() as number;
+  }
+
+  async importBatch(events: readonly StoredEvent[]): Promise<number> {
+    const insert = this.#db.prepare<[bigint, string, number, string]>(
+      'INSERT INTO events (id, type, occurred_at, data) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING',
+    );
+    return this.#db
+      .transaction(() =>
+        events.reduce(
+          (inserted, e) => inserted + insert.run(e.id, e.type, e.occurredAt.getTime(), e.data).changes,
+          0,
+        ),
+      )
+      .immediate();
+  }
+}

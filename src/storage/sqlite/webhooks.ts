@@ -1,0 +1,415 @@
+import type Database from 'better-sqlite3';
+import { type EventType, eventJson } from '../../domain/events.js';
+import type {
+  AttemptOutcome,
+  AttemptRecorded,
+  ClaimedDelivery,
+  DeliveryListQuery,
+  DisabledReason,
+  EndpointTypes,
+  NewWebhookEndpoint,
+  PendingDeliveries,
+  WebhookDelivery,
+  WebhookDeliveryStatus,
+  WebhookEndpoint,
+  WebhookEndpointStatus,
+  WebhookStore,
+} from '../../domain/webhooks.js';
+import type { SqliteEventLog } from './events.js';
+
+interface EndpointRow {
+  id: bigint;
+  url: string;
+  types: string;
+  description: string;
+  status: WebhookEndpointStatus;
+  disabled_reason: DisabledReason | null;
+  created_at: bigint;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_until: bigint | null;
+}
+
+interface DeliveryRow {
+  endpoint_id: bigint;
+  event_id: bigint;
+  status: WebhookDeliveryStatus;
+  attempts: bigint;
+  last_attempt_at: bigint | null;
+  next_attempt_at: bigint | null;
+  last_response_status: bigint | null;
+  last_error: string | null;
+}
+
+interface DueRow {
+  endpoint_id: bigint;
+  event_id: bigint;
+  attempts: bigint;
+  url: string;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_until: bigint | null;
+  type: EventType;
+  occurred_at: bigint;
+  data: string;
+}
+
+const ENDPOINT_COLUMNS =
+  'id, url, types, description, status, disabled_reason, created_at, secret, previous_secret, previous_secret_until';
+const DELIVERY_COLUMNS =
+  'endpoint_id, event_id, status, attempts, last_attempt_at, next_attempt_at, last_response_status, last_error';
+
+const date = (ms: bigint | null): Date | undefined => (ms === null ? undefined : new Date(Number(ms)));
+
+/** Types as one column: `*`, or the types separated by spaces (matched with instr in the fan-out). */
+export const typesText = (types: EndpointTypes): string => types.join(' ');
+export const typesOf = (text: string): EndpointTypes => text.split(' ') as unknown as EndpointTypes;
+
+const toEndpoint = (row: EndpointRow): WebhookEndpoint => ({
+  id: row.id,
+  url: row.url,
+  types: typesOf(row.types),
+  description: row.description,
+  status: row.status,
+  disabledReason: row.disabled_reason ?? undefined,
+  createdAt: new Date(Number(row.created_at)),
+  secret: row.secret,
+  previousSecret: row.previous_secret ?? undefined,
+  previousSecretUntil: date(row.previous_secret_until),
+});
+
+const toDelivery = (row: DeliveryRow): WebhookDelivery => ({
+  endpointId: row.endpoint_id,
+  eventId: row.event_id,
+  status: row.status,
+  attempts: Number(row.attempts),
+  lastAttemptAt: date(row.last_attempt_at),
+  nextAttemptAt: date(row.next_attempt_at),
+  lastResponseStatus: row.last_response_status === null ? undefined : Number(row.last_response_status),
+  lastError: row.last_error ?? undefined,
+});
+
+/** The secrets that sign a delivery made at `now`: the current one, and the previous while it lasts. */
+export const signingSecrets = (
+  secret: string,
+  previous: string | null,
+  previousUntil: number | undefined,
+  now: number,
+): string[] =>
+  previous !== null && previousUntil !== undefined && previousUntil > now ? [secret, previous] : [secret];
+
+/**
+ * Webhook endpoints and deliveries on SQLite; instants in epoch milliseconds. Claiming runs in an
+ * IMMEDIATE transaction: one writer at a time, across processes on the file, so no two claim one
+ * delivery and the per-endpoint bound counts every process's leases.
+ */
+export class SqliteWebhookStore implements WebhookStore {
+  readonly #db: Database.Database;
+  readonly #log: SqliteEventLog;
+
+  constructor(db: Database.Database, log: SqliteEventLog) {
+    this.#db = db;
+    this.#log = log;
+  }
+
+  #endpoint(id: bigint): WebhookEndpoint | undefined {
+    const row = this.#db
+      .prepare<[bigint], EndpointRow>(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = ?`)
+      .safeIntegers(true)
+      .get(id);
+    return row && toEndpoint(row);
+  }
+
+  async createEndpoint(e: NewWebhookEndpoint): Promise<WebhookEndpoint> {
+    const id = this.#db
+      .prepare<[string, string, string, number, string], bigint>(
+        `INSERT INTO webhook_endpoints (url, types, description, status, created_at, secret)
+         VALUES (?, ?, ?, 'enabled', ?, ?) RETURNING id`,
+      )
+      .pluck()
+      .safeIntegers(true)
+      .get(e.url, typesText(e.types), e.description, e.createdAt.getTime(), e.secret) as bigint;
+    return this.#endpoint(id) as WebhookEndpoint;
+  }
+
+  async listEndpoints(afterId: bigint, limit: number): Promise<WebhookEndpoint[]> {
+    return this.#db
+      .prepare<[bigint, number], EndpointRow>(
+        `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id > ? ORDER BY id LIMIT ?`,
+      )
+      .safeIntegers(true)
+      .all(afterId, limit)
+      .map(toEndpoint);
+  }
+
+  async findEndpoint(id: bigint): Promise<WebhookEndpoint | undefined> {
+    return this.#endpoint(id);
+  }
+
+  async deleteEndpoint(id: bigint): Promise<boolean> {
+    // The deliveries go with it (ON DELETE CASCADE).
+    return this.#db.prepare<[bigint]>('DELETE FROM webhook_endpoints WHERE id = ?').run(id).changes > 0;
+  }
+
+  async enableEndpoint(id: bigint): Promise<WebhookEndpoint | undefined> {
+    this.#db
+      .prepare<[bigint]>(
+        `UPDATE webhook_endpoints SET status = 'enabled', disabled_reason = NULL, failing_since = NULL WHERE id = ?`,
+      )
+      .run(id);
+    return this.#endpoint(id);
+  }
+
+  async rotateSecret(id: bigint, secret: string, previousUntil: Date): Promise<WebhookEndpoint | undefined> {
+    this.#db
+      .prepare<[string, number, bigint]>(
+        `UPDATE webhook_endpoints SET previous_secret = secret, secret = ?, previous_secret_until = ? WHERE id = ?`,
+      )
+      .run(secret, previousUntil.getTime(), id);
+    return this.#endpoint(id);
+  }
+
+  async listDeliveries({
+    endpointId,
+    beforeEventId,
+    status,
+    limit,
+  }: DeliveryListQuery): Promise<WebhookDelivery[]> {
+    const where = ['endpoint_id = ?'];
+    const values: unknown[] = [endpointId];
+    if (beforeEventId !== undefined) {
+      where.push('event_id < ?');
+      values.push(beforeEventId);
+    }
+    if (status !== undefined) {
+      where.push('status = ?');
+      values.push(status);
+    }
+    return this.#db
+      .prepare<unknown[], DeliveryRow>(
+        `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE ${where.join(' AND ')} ORDER BY event_id DESC LIMIT ?`,
+      )
+      .safeIntegers(true)
+      .all(...values, limit)
+      .map(toDelivery);
+  }
+
+  async retryDelivery(endpointId: bigint, eventId: bigint, at: Date): Promise<WebhookDelivery | undefined> {
+    const row = this.#db
+      .prepare<[number, bigint, bigint], DeliveryRow>(
+        `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?
+         WHERE endpoint_id = ? AND event_id = ? RETURNING ${DELIVERY_COLUMNS}`,
+      )
+      .safeIntegers(true)
+      .get(at.getTime(), endpointId, eventId);
+    if (row) this.#log.wake();
+    return row && toDelivery(row);
+  }
+
+  async claimDue(
+    now: Date,
+    leaseUntil: Date,
+    limit: number,
+    perEndpoint: number,
+  ): Promise<ClaimedDelivery[]> {
+    const at = now.getTime();
+    return this.#db
+      .transaction(() => {
+        const leased = new Map<bigint, number>();
+        for (const { endpoint_id, n } of this.#db
+          .prepare<[number], { endpoint_id: bigint; n: bigint }>(
+            `SELECT endpoint_id, count(*) AS n FROM webhook_deliveries
+             WHERE status = 'pending' AND lease_until > ? GROUP BY endpoint_id`,
+          )
+          .safeIntegers(true)
+          .all(at))
+          leased.set(endpoint_id, Number(n));
+        const due = this.#db
+          .prepare<{ at: number; perEndpoint: number; candidates: number }, DueRow>(
+            `SELECT * FROM (
+               SELECT d.endpoint_id, d.event_id, d.attempts, w.url, w.secret, w.previous_secret,
+                      w.previous_secret_until, e.type, e.occurred_at, e.data, d.next_attempt_at,
+                      row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at) AS rank
+               FROM webhook_deliveries d
+               JOIN webhook_endpoints w ON w.id = d.endpoint_id
+               JOIN events e ON e.id = d.event_id
+               WHERE d.status = 'pending' AND d.next_attempt_at <= @at AND (d.lease_until IS NULL OR d.lease_until <= @at)
+                 AND w.status = 'enabled'
+             ) WHERE rank <= @perEndpoint ORDER BY next_attempt_at LIMIT @candidates`,
+          )
+          .safeIntegers(true)
+          .all({ at, perEndpoint, candidates: limit * 2 });
+        const lease = this.#db.prepare<[number, bigint, bigint]>(
+          'UPDATE webhook_deliveries SET lease_until = ? WHERE endpoint_id = ? AND event_id = ?',
+        );
+        const claimed: ClaimedDelivery[] = [];
+        for (const row of due) {
+          if (claimed.length >= limit) break;
+          const n = leased.get(row.endpoint_id) ?? 0;
+          if (n >= perEndpoint) continue;
+          leased.set(row.endpoint_id, n + 1);
+          lease.run(leaseUntil.getTime(), row.endpoint_id, row.event_id);
+          claimed.push({
+            endpointId: row.endpoint_id,
+            eventId: row.event_id,
+            attempts: Number(row.attempts),
+            url: row.url,
+            secrets: signingSecrets(
+              row.secret,
+              row.previous_secret,
+              row.previous_secret_until === null ? undefined : Number(row.previous_secret_until),
+              at,
+            ),
+            body: eventJson({
+              id: row.event_id,
+              type: row.type,
+              occurredAt: new Date(Number(row.occurred_at)),
+              data: row.data,
+            }),
+            leaseUntil,
+          });
+        }
+        return claimed;
+      })
+      .immediate();
+  }
+
+  async recordAttempt(
+    delivery: ClaimedDelivery,
+    outcome: AttemptOutcome,
+    disableIfFailingSince: Date,
+  ): Promise<AttemptRecorded> {
+    const at = outcome.at.getTime();
+    return this.#db
+      .transaction((): AttemptRecorded => {
+        const status: WebhookDeliveryStatus = outcome.succeeded
+          ? 'succeeded'
+          : outcome.nextAttemptAt && !outcome.gone
+            ? 'pending'
+            : 'failed';
+        const changed = this.#db
+          .prepare(
+            `UPDATE webhook_deliveries SET status = @status, attempts = attempts + 1, last_attempt_at = @at,
+               next_attempt_at = @next, last_response_status = @responseStatus, last_error = @error, lease_until = NULL
+             WHERE endpoint_id = @endpointId AND event_id = @eventId AND lease_until = @lease`,
+          )
+          .run({
+            status,
+            at,
+            next: status === 'pending' ? (outcome.nextAttemptAt as Date).getTime() : null,
+            responseStatus: outcome.responseStatus ?? null,
+            error: outcome.error ?? null,
+            endpointId: delivery.endpointId,
+            eventId: delivery.eventId,
+            lease: delivery.leaseUntil.getTime(),
+          }).changes;
+        if (changed === 0) return { recorded: false };
+        if (outcome.succeeded) {
+          this.#db
+            .prepare<[bigint]>('UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ?')
+            .run(delivery.endpointId);
+          return { recorded: true, disabled: undefined, failed: false };
+        }
+        const failingSince = this.#db
+          .prepare<[number, bigint], bigint>(
+            `UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, ?) WHERE id = ? RETURNING failing_since`,
+          )
+          .pluck()
+          .safeIntegers(true)
+          .get(at, delivery.endpointId);
+        const reason: DisabledReason | undefined = outcome.gone
+          ? 'gone'
+          : failingSince !== undefined && Number(failingSince) <= disableIfFailingSince.getTime()
+            ? 'failing'
+            : undefined;
+        if (reason) {
+          const disabled = this.#db
+            .prepare<[DisabledReason, bigint]>(
+              `UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = ? WHERE id = ? AND status = 'enabled'`,
+            )
+            .run(reason, delivery.endpointId).changes;
+          // Its pending deliveries end here: once enabled again, it gets the events that occur after.
+          this.#db
+            .prepare(
+              `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL,
+                 last_error = coalesce(last_error, 'the endpoint was disabled')
+               WHERE endpoint_id = @endpointId AND status = 'pending' AND (lease_until IS NULL OR lease_until <= @at)`,
+            )
+            .run({ endpointId: delivery.endpointId, at });
+          return { recorded: true, disabled: disabled > 0 ? reason : undefined, failed: status === 'failed' };
+        }
+        return { recorded: true, disabled: undefined, failed: status === 'failed' };
+      })
+      .immediate();
+  }
+
+  async releaseLeases(deliveries: readonly ClaimedDelivery[]): Promise<void> {
+    const release = this.#db.prepare<[bigint, bigint, number]>(
+      'UPDATE webhook_deliveries SET lease_until = NULL WHERE endpoint_id = ? AND event_id = ? AND lease_until = ?',
+    );
+    this.#db.transaction(() => {
+      for (const d of deliveries) release.run(d.endpointId, d.eventId, d.leaseUntil.getTime());
+    })();
+  }
+
+  async nextDueAt(): Promise<Date | undefined> {
+    const ms = this.#db
+      .prepare<[], bigint | null>(
+        `SELECT min(max(next_attempt_at, coalesce(lease_until, 0))) FROM webhook_deliveries d
+         JOIN webhook_endpoints w ON w.id = d.endpoint_id
+         WHERE d.status = 'pending' AND w.status = 'enabled'`,
+      )
+      .pluck()
+      .safeIntegers(true)
+      .get();
+    return ms === null || ms === undefined ? undefined : new Date(Number(ms));
+  }
+
+  async pending(): Promise<PendingDeliveries> {
+    const row = this.#db
+      .prepare<[], { n: bigint; oldest: bigint | null }>(
+        `SELECT count(*) AS n, min(e.occurred_at) AS oldest FROM webhook_deliveries d
+         JOIN events e ON e.id = d.event_id WHERE d.status = 'pending'`,
+      )
+      .safeIntegers(true)
+      .get() as { n: bigint; oldest: bigint | null };
+    return { count: Number(row.n), oldestAt: date(row.oldest) };
+  }
+
+  async count(): Promise<number> {
+    return this.#db.prepare<[], number>('SELECT count(*) FROM webhook_endpoints').pluck().get() as number;
+  }
+
+  async importEndpoints(endpoints: readonly WebhookEndpoint[]): Promise<number> {
+    const insert = this.#db.prepare(
+      `INSERT INTO webhook_endpoints (${ENDPOINT_COLUMNS})
+       VALUES (@id, @url, @types, @description, @status, @disabledReason, @createdAt, @secret, @previousSecret, @previousSecretUntil)
+       ON CONFLICT (id) DO NOTHING`,
+    );
+    return this.#db
+      .transaction(() =>
+        endpoints.reduce(
+          (inserted, e) =>
+            inserted +
+            insert.run({
+              id: e.id,
+              url: e.url,
+              types: typesText(e.types),
+              description: e.description,
+              status: e.status,
+              disabledReason: e.disabledReason ?? null,
+              createdAt: e.createdAt.getTime(),
+              secret: e.secret,
+              previousSecret: e.previousSecret ?? null,
+              previousSecretUntil: e.previousSecretUntil?.getTime() ?? null,
+            }).changes,
+          0,
+        ),
+      )
+      .immediate();
+  }
+
+  watch(listener: () => void): () => void {
+    return this.#log.watch(listener);
+  }
+}

@@ -1,0 +1,211 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { nextAttemptAt } from '../domain/retry-schedule.js';
+import type { AttemptOutcome, ClaimedDelivery, WebhookStore } from '../domain/webhooks.js';
+import type { WebhookSender } from './sender.js';
+import { signatureHeader } from './signature.js';
+
+export interface DelivererLog {
+  info(object: object, message: string): void;
+  warn(object: object, message: string): void;
+}
+
+export interface DelivererMetrics {
+  attempted(outcome: 'succeeded' | 'retrying' | 'failed', seconds: number): void;
+  disabled(reason: string): void;
+}
+
+export interface DelivererOptions {
+  store: WebhookStore;
+  sender: WebhookSender;
+  /** Delays between attempts (WEBHOOK_RETRY_SCHEDULE), in milliseconds. */
+  schedule: readonly number[];
+  timeoutMs: number;
+  disableAfterMs: number;
+  concurrencyPerEndpoint: number;
+  now: () => Date;
+  log: DelivererLog;
+  metrics?: DelivererMetrics | undefined;
+  random?: () => number;
+}
+
+/** Attempts this node makes at once, across endpoints. */
+const MAX_IN_FLIGHT = 64;
+/** Beyond the attempt's own bound: a lease outlives any attempt made under it. */
+const LEASE_MARGIN_MS = 5_000;
+/**
+ * The longest sleep without looking at the database: wake-ups cover this node's events and, on
+ * PostgreSQL, every node's; this covers what none can tell (another process on a SQLite file enabling
+ * or retrying, a lease left by a node that died).
+ */
+const MAX_IDLE_MS = 5_000;
+/** After the database failed to answer: how long before asking again. */
+const STORAGE_PAUSE_MS = 1_000;
+
+/**
+ * Delivers webhooks from this node. Every node runs one: deliveries are leased in the database, so no
+ * two nodes attempt one at once, and a node that dies mid-attempt leaves a lease that runs out and
+ * another node (or this one, restarted) attempts it again. Between attempts it sleeps until the next
+ * delivery is due, or until woken by new deliveries: no polling loop.
+ */
+export class Deliverer {
+  readonly #o: Required<Omit<DelivererOptions, 'metrics'>> & { metrics: DelivererMetrics | undefined };
+  readonly #inFlight = new Map<ClaimedDelivery, Promise<void>>();
+  #stopping = false;
+  #woken = false;
+  #wake: (() => void) | undefined;
+  #loop: Promise<void> | undefined;
+  #unwatch: (() => void) | undefined;
+
+  constructor(options: DelivererOptions) {
+    this.#o = { random: Math.random, ...options, metrics: options.metrics };
+  }
+
+  start(): void {
+    this.#unwatch = this.#o.store.watch(() => this.wake());
+    this.#loop = this.#run();
+  }
+
+  /** Look at the database now: deliveries may be due. */
+  wake(): void {
+    this.#woken = true;
+    this.#wake?.();
+  }
+
+  /**
+   * Takes no new attempt; waits up to `graceMs` for those under way, then gives back the leases of any
+   * still running, so another node attempts them at once rather than after the lease.
+   */
+  async stop(graceMs: number): Promise<void> {
+    this.#stopping = true;
+    this.#unwatch?.();
+    this.wake();
+    await this.#loop;
+    const running = [...this.#inFlight.values()];
+    if (running.length > 0) {
+      const timer = sleep(graceMs, undefined, { ref: false });
+      await Promise.race([Promise.all(running), timer]);
+    }
+    const left = [...this.#inFlight.keys()];
+    if (left.length > 0) await this.#o.store.releaseLeases(left).catch(() => undefined);
+    await this.#o.sender.close().catch(() => undefined);
+  }
+
+  async #run(): Promise<void> {
+    while (!this.#stopping) {
+      this.#woken = false;
+      let waitMs: number;
+      try {
+        waitMs = await this.#claimAndStart();
+      } catch (error) {
+        this.#o.log.warn({ err: error }, 'claiming webhook deliveries failed');
+        waitMs = STORAGE_PAUSE_MS;
+      }
+      if (waitMs > 0 && !this.#woken && !this.#stopping) await this.#sleep(waitMs);
+    }
+  }
+
+  /** Starts the attempts that are due; resolves to how long to sleep before looking again. */
+  async #claimAndStart(): Promise<number> {
+    const free = MAX_IN_FLIGHT - this.#inFlight.size;
+    const now = this.#o.now();
+    if (free > 0) {
+      const leaseUntil = new Date(now.getTime() + this.#o.timeoutMs + LEASE_MARGIN_MS);
+      const claimed = await this.#o.store.claimDue(now, leaseUntil, free, this.#o.concurrencyPerEndpoint);
+      for (const delivery of claimed) {
+        const attempt = this.#attempt(delivery).finally(() => {
+          this.#inFlight.delete(delivery);
+          this.wake(); // a slot is free, and its endpoint may have more due
+        });
+        this.#inFlight.set(delivery, attempt);
+      }
+      if (claimed.length === free) return 0; // more may be due
+    }
+    const due = await this.#o.store.nextDueAt();
+    if (!due) return MAX_IDLE_MS;
+    const wait = due.getTime() - this.#o.now().getTime();
+    // Due already, yet not claimed: its endpoint is at its bound, or this node is; an attempt ending wakes us.
+    return wait <= 0 ? MAX_IDLE_MS : Math.min(wait, MAX_IDLE_MS);
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.#wake = () => {
+        this.#wake = undefined;
+        done();
+      };
+    });
+  }
+
+  async #attempt(delivery: ClaimedDelivery): Promise<void> {
+    const { store, sender, schedule, now, log, metrics } = this.#o;
+    const id = String(delivery.eventId);
+    const timestamp = Math.floor(now().getTime() / 1000);
+    const started = performance.now();
+    const result = await sender.send(
+      delivery.url,
+      {
+        'webhook-id': id,
+        'webhook-timestamp': String(timestamp),
+        'webhook-signature': signatureHeader(delivery.secrets, id, timestamp, delivery.body),
+      },
+      delivery.body,
+    );
+    const seconds = (performance.now() - started) / 1000;
+    const at = now();
+    const succeeded = result.answered && result.status >= 200 && result.status < 300;
+    const gone = result.answered && result.status === 410;
+    const outcome: AttemptOutcome = {
+      at,
+      succeeded,
+      gone,
+      responseStatus: result.answered ? result.status : undefined,
+      error: succeeded
+        ? undefined
+        : result.answered
+          ? `HTTP ${result.status}${result.body ? `: ${result.body}` : ''}`.slice(0, 1024 + 16)
+          : result.error,
+      nextAttemptAt:
+        succeeded || gone ? undefined : nextAttemptAt(schedule, delivery.attempts + 1, at, this.#o.random),
+    };
+    let recorded: Awaited<ReturnType<WebhookStore['recordAttempt']>>;
+    try {
+      recorded = await store.recordAttempt(
+        delivery,
+        outcome,
+        new Date(at.getTime() - this.#o.disableAfterMs),
+      );
+    } catch (error) {
+      // The lease runs out and the delivery is attempted again: at least once, never lost.
+      log.warn(
+        { err: error, endpointId: String(delivery.endpointId), eventId: id },
+        'recording a webhook attempt failed',
+      );
+      return;
+    }
+    if (!recorded.recorded) return;
+    metrics?.attempted(succeeded ? 'succeeded' : recorded.failed ? 'failed' : 'retrying', seconds);
+    if (recorded.failed) {
+      log.warn(
+        {
+          endpointId: String(delivery.endpointId),
+          eventId: id,
+          attempts: delivery.attempts + 1,
+          lastError: outcome.error,
+        },
+        'webhook delivery failed: no attempt left',
+      );
+    }
+    if (recorded.disabled) {
+      metrics?.disabled(recorded.disabled);
+      log.warn(
+        { endpointId: String(delivery.endpointId), reason: recorded.disabled, lastError: outcome.error },
+        'webhook endpoint disabled',
+      );
+    }
+  }
+}

@@ -1,0 +1,126 @@
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { isIP, type LookupFunction } from 'node:net';
+import { Agent, errors, request } from 'undici';
+import type { NetworkPolicy } from '../domain/network-policy.js';
+import { VERSION } from '../version.js';
+
+/** At most this much of a receiver's answer is read and kept (for a delivery's lastError). */
+export const MAX_ANSWER_BYTES = 1024;
+export const USER_AGENT = `animal-store-webhooks/${VERSION}`;
+
+/** How one POST ended: the receiver's status and the start of its answer, or what went wrong. */
+export type SendResult =
+  | { answered: true; status: number; body: string }
+  | { answered: false; error: string };
+
+/** A host that resolves only to addresses webhooks may not reach. */
+class RefusedAddressError extends Error {
+  readonly code = 'EREFUSEDADDRESS';
+}
+
+/**
+ * DNS resolution that leaves out every address the policy refuses: the socket then connects only to
+ * a permitted address (the one judged is the one connected to, so re-binding a name between a check
+ * and the connection gains nothing). A name with no permitted address fails without connecting.
+ */
+function guardedLookup(policy: NetworkPolicy): LookupFunction {
+  return (hostname, options, callback) => {
+    dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
+      if (error) return callback(error, '', 0);
+      const permitted = addresses.filter((a) => policy.permits(a.address));
+      const first = permitted[0];
+      if (!first)
+        return callback(new RefusedAddressError(`${hostname} resolves to no public address`), '', 0);
+      if (options.all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, permitted);
+      callback(null, first.address, first.family);
+    });
+  };
+}
+
+/**
+ * POSTs webhook deliveries with undici (Node's own HTTP client): redirects never followed, the whole
+ * exchange bounded by `timeoutMs`, at most 1 KiB of an answer read, and connections made only to
+ * addresses the policy permits, literal or resolved.
+ */
+export class WebhookSender {
+  readonly #agent: Agent;
+  readonly #policy: NetworkPolicy;
+  readonly #timeoutMs: number;
+
+  constructor(
+    policy: NetworkPolicy,
+    { timeoutMs, connectionsPerOrigin }: { timeoutMs: number; connectionsPerOrigin: number },
+  ) {
+    this.#policy = policy;
+    this.#timeoutMs = timeoutMs;
+    this.#agent = new Agent({
+      connections: connectionsPerOrigin,
+      connect: { lookup: guardedLookup(policy), timeout: timeoutMs },
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
+  }
+
+  async send(url: string, headers: Record<string, string>, body: string): Promise<SendResult> {
+    const target = new URL(url);
+    const host = target.hostname.startsWith('[') ? target.hostname.slice(1, -1) : target.hostname;
+    // A literal address is connected to without any lookup: judged here.
+    if (isIP(host) && !this.#policy.permits(host))
+      return { answered: false, error: `refused: ${host} is not a public address` };
+    try {
+      const answer = await request(target, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json', 'user-agent': USER_AGENT },
+        body,
+        dispatcher: this.#agent,
+        maxRedirections: 0,
+        signal: AbortSignal.timeout(this.#timeoutMs),
+      });
+      return {
+        answered: true,
+        status: answer.statusCode,
+        body: await readAtMost(answer.body, MAX_ANSWER_BYTES),
+      };
+    } catch (error) {
+      return { answered: false, error: describe(error, this.#timeoutMs) };
+    }
+  }
+
+  close(): Promise<void> {
+    return this.#agent.close();
+  }
+}
+
+/** The first `limit` bytes of a body, as text; the rest is never read (the stream is destroyed). */
+async function readAtMost(body: AsyncIterable<Buffer> & { destroy(): void }, limit: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let length = 0;
+  try {
+    for await (const chunk of body) {
+      chunks.push(chunk);
+      length += chunk.length;
+      if (length >= limit) break; // leaving the loop destroys the stream
+    }
+  } catch {
+    // An answer cut short: what arrived is what there is.
+  }
+  body.destroy();
+  return Buffer.concat(chunks).subarray(0, limit).toString('utf8');
+}
+
+/** What went wrong with an attempt, in a few words for lastError. */
+function describe(error: unknown, timeoutMs: number): string {
+  const e = error as { name?: string; code?: string; message?: string; cause?: unknown };
+  if (
+    e.name === 'TimeoutError' ||
+    error instanceof errors.HeadersTimeoutError ||
+    error instanceof errors.ConnectTimeoutError
+  )
+    return `no answer within ${timeoutMs} ms`;
+  const cause = (e.cause ?? error) as { code?: string; message?: string };
+  if (cause.code === 'EREFUSEDADDRESS') return `refused: ${cause.message}`;
+  if (cause.code === 'ECONNREFUSED') return 'connection refused';
+  if (cause.code === 'ECONNRESET' || error instanceof errors.SocketError) return 'connection reset';
+  if (cause.code === 'ENOTFOUND') return 'host not found';
+  return cause.message ?? String(error);
+}
