@@ -215,8 +215,273 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List events
+         * @description Every change made through the API, in ascending `id` order (the order the changes committed), at most `limit`, optionally only some `type`s (repeat the parameter), only after the id given in `after`. A consumer that repeats `GET /v1/events?after=<the last id it processed>` sees every event exactly once, in order, however many nodes write: an event is listed only once every event with a smaller id is listed too or can no longer appear. While more may exist the response carries `Link: <…>; rel="next"`. The body is a bare array. Events are kept `EVENT_RETENTION_DAYS` (30 by default).
+         *
+         *     Needs an API key with the scope `events:read`; without it, `403 forbidden`.
+         */
+        get: operations["listEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/events/{eventId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Fetch one event
+         * @description Needs an API key with the scope `events:read`; without it, `403 forbidden`.
+         */
+        get: operations["getEvent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhook-endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhook endpoints
+         * @description Endpoints in ascending `id` order, paged exactly as listPets (`Link: <…>; rel="next"` while more may exist). Secrets are never listed.
+         *
+         *     Needs an API key with the scope `webhooks:read`; without it, `403 forbidden`.
+         */
+        get: operations["listWebhookEndpoints"];
+        put?: never;
+        /**
+         * Register a webhook endpoint
+         * @description From now on, every event of its `types` (all types by default) is POSTed to `url`, signed with the Standard Webhooks scheme. The answer carries the signing `secret`: the only time it is shown, but for a rotation. A `url` whose host is a literal private, loopback or link-local address is refused; a host name is judged on the address it resolves to, at each attempt.
+         *
+         *     Needs an API key with the scope `webhooks:write`; without it, `403 forbidden`.
+         */
+        post: operations["createWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhook-endpoints/{endpointId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Fetch one webhook endpoint
+         * @description Needs an API key with the scope `webhooks:read`; without it, `403 forbidden`.
+         */
+        get: operations["getWebhookEndpoint"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook endpoint
+         * @description The endpoint gets no delivery from now on; its pending deliveries are dropped.
+         *
+         *     Needs an API key with the scope `webhooks:write`; without it, `403 forbidden`.
+         */
+        delete: operations["deleteWebhookEndpoint"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhook-endpoints/{endpointId}/enable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Enable a webhook endpoint
+         * @description A disabled endpoint gets deliveries again, of the events that occur from now on (not of those it missed). Enabling an enabled endpoint changes nothing. No request body.
+         *
+         *     Needs an API key with the scope `webhooks:write`; without it, `403 forbidden`.
+         */
+        post: operations["enableWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhook-endpoints/{endpointId}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a webhook endpoint's secret
+         * @description A new secret, shown in this answer only. For 24 hours every delivery is signed with both the new and the previous secret (two signatures in `webhook-signature`), then with the new one only. No request body.
+         *
+         *     Needs an API key with the scope `webhooks:write`; without it, `403 forbidden`.
+         */
+        post: operations["rotateWebhookEndpointSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhook-endpoints/{endpointId}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a webhook endpoint's deliveries
+         * @description One row per event for this endpoint, newest event first, optionally only those with a `status`; paged as listPets.
+         *
+         *     Needs an API key with the scope `webhooks:read`; without it, `403 forbidden`.
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhook-endpoints/{endpointId}/deliveries/{eventId}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Attempt a delivery again now
+         * @description A `failed` (or `succeeded`) delivery becomes `pending` and is attempted at once; a `pending` one is attempted at once instead of at its scheduled time. No request body.
+         *
+         *     Needs an API key with the scope `webhooks:write`; without it, `403 forbidden`.
+         */
+        post: operations["retryWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "pet.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delivery of a pet.created event
+         * @description POSTed to every enabled endpoint whose `types` include it. A 2xx within `WEBHOOK_TIMEOUT_MS` (10 s) is success; anything else (another status, a redirect, which is never followed, a timeout, a refused or reset connection) is retried on the schedule, then the delivery is `failed`. A 410 disables the endpoint.
+         */
+        post: operations["pet_created_webhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "order.placed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delivery of a order.placed event
+         * @description POSTed to every enabled endpoint whose `types` include it. A 2xx within `WEBHOOK_TIMEOUT_MS` (10 s) is success; anything else (another status, a redirect, which is never followed, a timeout, a refused or reset connection) is retried on the schedule, then the delivery is `failed`. A 410 disables the endpoint.
+         */
+        post: operations["order_placed_webhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "order.delivered": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delivery of a order.delivered event
+         * @description POSTed to every enabled endpoint whose `types` include it. A 2xx within `WEBHOOK_TIMEOUT_MS` (10 s) is success; anything else (another status, a redirect, which is never followed, a timeout, a refused or reset connection) is retried on the schedule, then the delivery is `failed`. A 410 disables the endpoint.
+         */
+        post: operations["order_delivered_webhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "order.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delivery of a order.cancelled event
+         * @description POSTed to every enabled endpoint whose `types` include it. A 2xx within `WEBHOOK_TIMEOUT_MS` (10 s) is success; anything else (another status, a redirect, which is never followed, a timeout, a refused or reset connection) is retried on the schedule, then the delivery is `failed`. A 410 disables the endpoint.
+         */
+        post: operations["order_cancelled_webhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /** @description The body of every error response. */
@@ -358,6 +623,241 @@ export interface components {
          *     ]
          */
         Orders: components["schemas"]["Order"][];
+        /**
+         * @description What happened: `pet.created` (data: the Pet), `order.placed`, `order.delivered`, `order.cancelled` (data: the Order).
+         * @enum {string}
+         */
+        EventType: "pet.created" | "order.placed" | "order.delivered" | "order.cancelled";
+        /**
+         * @description A change made through the API. All four fields are always present.
+         * @example {
+         *       "id": 1,
+         *       "type": "pet.created",
+         *       "occurredAt": "2026-11-23T09:29:58.120Z",
+         *       "data": {
+         *         "id": 1,
+         *         "name": "Rex",
+         *         "categoryId": 1,
+         *         "status": "available"
+         *       }
+         *     }
+         */
+        Event: {
+            /**
+             * Format: int64
+             * @description Ascending in the order the changes committed; resume a feed after the last one processed.
+             */
+            id: bigint;
+            type: components["schemas"]["EventType"];
+            /**
+             * Format: date-time
+             * @description When the change was made: RFC 3339 in UTC, with milliseconds.
+             */
+            occurredAt: string;
+            /** @description The resource as it stood right after the change, exactly as the API returns it: a Pet for `pet.*`, an Order for `order.*`. */
+            data: components["schemas"]["Pet"] | components["schemas"]["Order"];
+        };
+        /**
+         * @description A page of events in ascending id order.
+         * @example [
+         *       {
+         *         "id": 1,
+         *         "type": "pet.created",
+         *         "occurredAt": "2026-11-23T09:29:58.120Z",
+         *         "data": {
+         *           "id": 1,
+         *           "name": "Rex",
+         *           "categoryId": 1,
+         *           "status": "available"
+         *         }
+         *       },
+         *       {
+         *         "id": 2,
+         *         "type": "order.placed",
+         *         "occurredAt": "2026-11-23T09:30:00.000Z",
+         *         "data": {
+         *           "id": 1,
+         *           "petId": 1,
+         *           "status": "placed",
+         *           "placedAt": "2026-11-23T09:30:00.000Z"
+         *         }
+         *       }
+         *     ]
+         */
+        Events: components["schemas"]["Event"][];
+        /**
+         * @description The request body for registering a webhook endpoint. Any other property is refused.
+         * @example {
+         *       "url": "https://hooks.example.com/animal-store",
+         *       "types": [
+         *         "order.placed",
+         *         "order.delivered"
+         *       ],
+         *       "description": "Fulfilment"
+         *     }
+         */
+        NewWebhookEndpoint: {
+            /** @description Where deliveries are POSTed: an absolute `https:` (or `http:`) URL without user info or fragment, at most 2,048 characters. It must reach a public address. */
+            url: string;
+            /** @description The event types this endpoint receives, or `["*"]` for every type, now and later. */
+            types?: (components["schemas"]["EventType"] | "*")[];
+            /** @description Up to 255 characters; `""` when absent. */
+            description?: string;
+        };
+        /**
+         * @description A webhook endpoint. Its secret is shown only when created and when rotated.
+         * @example {
+         *       "id": 1,
+         *       "url": "https://hooks.example.com/animal-store",
+         *       "types": [
+         *         "order.placed",
+         *         "order.delivered"
+         *       ],
+         *       "description": "Fulfilment",
+         *       "status": "enabled",
+         *       "createdAt": "2026-11-23T09:00:00.000Z"
+         *     }
+         */
+        WebhookEndpoint: {
+            /**
+             * Format: int64
+             * @description Unique identifier, assigned by the service.
+             */
+            id: bigint;
+            /** @description Where deliveries are POSTed. */
+            url: string;
+            /** @description The event types this endpoint receives, or `["*"]` for every type, now and later. */
+            types: (components["schemas"]["EventType"] | "*")[];
+            /** @description What the endpoint is for. */
+            description: string;
+            /**
+             * @description `enabled`: gets deliveries. `disabled`: gets none until enabled again.
+             * @enum {string}
+             */
+            status: "enabled" | "disabled";
+            /**
+             * @description Only when disabled: `failing` (every delivery failed for WEBHOOK_DISABLE_AFTER, 5 days by default) or `gone` (it answered 410).
+             * @enum {string}
+             */
+            disabledReason?: "failing" | "gone";
+            /**
+             * Format: date-time
+             * @description When it was registered: RFC 3339 in UTC.
+             */
+            createdAt: string;
+        };
+        /**
+         * @description A webhook endpoint with its signing secret, as created or rotated.
+         * @example {
+         *       "id": 1,
+         *       "url": "https://hooks.example.com/animal-store",
+         *       "types": [
+         *         "order.placed",
+         *         "order.delivered"
+         *       ],
+         *       "description": "Fulfilment",
+         *       "status": "enabled",
+         *       "createdAt": "2026-11-23T09:00:00.000Z",
+         *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw4KNu3SuWdKo="
+         *     }
+         */
+        WebhookEndpointWithSecret: {
+            /**
+             * Format: int64
+             * @description Unique identifier, assigned by the service.
+             */
+            id: bigint;
+            /** @description Where deliveries are POSTed. */
+            url: string;
+            /** @description The event types this endpoint receives, or `["*"]` for every type, now and later. */
+            types: (components["schemas"]["EventType"] | "*")[];
+            /** @description What the endpoint is for. */
+            description: string;
+            /**
+             * @description `enabled`: gets deliveries. `disabled`: gets none until enabled again.
+             * @enum {string}
+             */
+            status: "enabled" | "disabled";
+            /**
+             * @description Only when disabled: `failing` (every delivery failed for WEBHOOK_DISABLE_AFTER, 5 days by default) or `gone` (it answered 410).
+             * @enum {string}
+             */
+            disabledReason?: "failing" | "gone";
+            /**
+             * Format: date-time
+             * @description When it was registered: RFC 3339 in UTC.
+             */
+            createdAt: string;
+            /** @description `whsec_` and the base64 of 32 random bytes: verifies the `webhook-signature` of every delivery. Shown only in this answer: keep it. */
+            secret: string;
+        };
+        /**
+         * @description A page of webhook endpoints in ascending id order.
+         * @example [
+         *       {
+         *         "id": 1,
+         *         "url": "https://hooks.example.com/animal-store",
+         *         "types": [
+         *           "order.placed",
+         *           "order.delivered"
+         *         ],
+         *         "description": "Fulfilment",
+         *         "status": "enabled",
+         *         "createdAt": "2026-11-23T09:00:00.000Z"
+         *       }
+         *     ]
+         */
+        WebhookEndpoints: components["schemas"]["WebhookEndpoint"][];
+        /**
+         * @description `pending` (an attempt is due or scheduled), `succeeded` (a 2xx), `failed` (no attempt left, or the endpoint was disabled).
+         * @enum {string}
+         */
+        WebhookDeliveryStatus: "pending" | "succeeded" | "failed";
+        /**
+         * @description One event for one endpoint, and how its attempts went. Every field is always present.
+         * @example {
+         *       "eventId": 2,
+         *       "status": "pending",
+         *       "attempts": 1,
+         *       "lastAttemptAt": "2026-11-23T09:30:00.210Z",
+         *       "nextAttemptAt": "2026-11-23T09:30:05.380Z",
+         *       "lastResponseStatus": 503,
+         *       "lastError": "HTTP 503: try later"
+         *     }
+         */
+        WebhookDelivery: {
+            /**
+             * Format: int64
+             * @description The event delivered (the `webhook-id` header).
+             */
+            eventId: bigint;
+            status: components["schemas"]["WebhookDeliveryStatus"];
+            /** @description Attempts made so far. */
+            attempts: number;
+            /** @description When the last attempt was made; null before the first. */
+            lastAttemptAt: string | null;
+            /** @description When the next attempt is due; null unless pending. */
+            nextAttemptAt: string | null;
+            /** @description The receiver's status at the last attempt; null when it did not answer. */
+            lastResponseStatus: number | null;
+            /** @description Why the last attempt failed: `HTTP <status>: ` and at most 1 KiB of the answer, or what went wrong with the connection; null after a success. */
+            lastError: string | null;
+        };
+        /**
+         * @description A page of deliveries, newest event first.
+         * @example [
+         *       {
+         *         "eventId": 2,
+         *         "status": "pending",
+         *         "attempts": 1,
+         *         "lastAttemptAt": "2026-11-23T09:30:00.210Z",
+         *         "nextAttemptAt": "2026-11-23T09:30:05.380Z",
+         *         "lastResponseStatus": 503,
+         *         "lastError": "HTTP 503: try later"
+         *       }
+         *     ]
+         */
+        WebhookDeliveries: components["schemas"]["WebhookDelivery"][];
     };
     responses: never;
     parameters: never;
@@ -1799,6 +2299,1678 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+        };
+    };
+    listEvents: {
+        parameters: {
+            query?: {
+                /** @description Maximum number of events to return. */
+                limit?: number;
+                /** @description Only events of this type; repeat it for several (`?type=order.placed&type=order.cancelled`). */
+                type?: components["schemas"]["EventType"][];
+                /** @description Only events with a greater id: the id of the last event processed (0, the default, for all). */
+                after?: number | bigint;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of events */
+            200: {
+                headers: {
+                    /** @description `<…/v1/events?limit=…&after=…>; rel="next"` while more events may exist. */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "id": 1,
+                     *         "type": "pet.created",
+                     *         "occurredAt": "2026-11-23T09:29:58.120Z",
+                     *         "data": {
+                     *           "id": 1,
+                     *           "name": "Rex",
+                     *           "categoryId": 1,
+                     *           "status": "available"
+                     *         }
+                     *       },
+                     *       {
+                     *         "id": 2,
+                     *         "type": "order.placed",
+                     *         "occurredAt": "2026-11-23T09:30:00.000Z",
+                     *         "data": {
+                     *           "id": 1,
+                     *           "petId": 1,
+                     *           "status": "placed",
+                     *           "placedAt": "2026-11-23T09:30:00.000Z"
+                     *         }
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["Event"][];
+                };
+            };
+            /** @description Invalid `limit`, `type` or `after` (code: `invalid_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "invalid_request",
+                     *       "message": "after must be an integer from 0 to 2^63-1",
+                     *       "status": 400
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid API key (code: `unauthorized`) */
+            401: {
+                headers: {
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unauthorized",
+                     *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
+                     *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `events:read` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="events:read" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope events:read, which this operation needs",
+                     *       "status": 403
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    /** @description `"per-key";q=<burst>;w=<seconds for an empty bucket to refill>`. */
+                    "RateLimit-Policy"?: string;
+                    /** @description `"per-key";r=<requests left now>;t=<seconds until the bucket is full again>`. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "rate_limited",
+                     *       "message": "too many requests for this API key: at most 200 at once and 100 per second",
+                     *       "status": 429
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unavailable",
+                     *       "message": "the database is unavailable; retry after a few seconds",
+                     *       "status": 503
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any other error (code: `method_not_allowed`, `expectation_failed`, `request_header_fields_too_large`, `internal_error`) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Identifier of the event (1 to 2^63-1). */
+                eventId: number | bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Event found */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Event"];
+                };
+            };
+            /** @description `eventId` is not an integer from 1 to 2^63-1 (code: `invalid_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "invalid_request",
+                     *       "message": "eventId must be an integer",
+                     *       "status": 400
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid API key (code: `unauthorized`) */
+            401: {
+                headers: {
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unauthorized",
+                     *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
+                     *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `events:read` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="events:read" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope events:read, which this operation needs",
+                     *       "status": 403
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No event has this id (or it is older than the retention) (code: `not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "not_found",
+                     *       "message": "no event has this id",
+                     *       "status": 404
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    /** @description `"per-key";q=<burst>;w=<seconds for an empty bucket to refill>`. */
+                    "RateLimit-Policy"?: string;
+                    /** @description `"per-key";r=<requests left now>;t=<seconds until the bucket is full again>`. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "rate_limited",
+                     *       "message": "too many requests for this API key: at most 200 at once and 100 per second",
+                     *       "status": 429
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unavailable",
+                     *       "message": "the database is unavailable; retry after a few seconds",
+                     *       "status": 503
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any other error (code: `method_not_allowed`, `expectation_failed`, `request_header_fields_too_large`, `internal_error`) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listWebhookEndpoints: {
+        parameters: {
+            query?: {
+                /** @description Maximum number of endpoints to return. */
+                limit?: number;
+                /** @description Opaque position from a previous page's `Link: rel="next"`; follow that link rather than building it. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of endpoints */
+            200: {
+                headers: {
+                    /** @description `<…/v1/webhook-endpoints?limit=…&cursor=…>; rel="next"` while more may exist. */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "id": 1,
+                     *         "url": "https://hooks.example.com/animal-store",
+                     *         "types": [
+                     *           "order.placed",
+                     *           "order.delivered"
+                     *         ],
+                     *         "description": "Fulfilment",
+                     *         "status": "enabled",
+                     *         "createdAt": "2026-11-23T09:00:00.000Z"
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["WebhookEndpoint"][];
+                };
+            };
+            /** @description Invalid `limit` or `cursor` (code: `invalid_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "invalid_request",
+                     *       "message": "cursor is not valid",
+                     *       "status": 400
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid API key (code: `unauthorized`) */
+            401: {
+                headers: {
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unauthorized",
+                     *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
+                     *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `webhooks:read` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="webhooks:read" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope webhooks:read, which this operation needs",
+                     *       "status": 403
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    /** @description `"per-key";q=<burst>;w=<seconds for an empty bucket to refill>`. */
+                    "RateLimit-Policy"?: string;
+                    /** @description `"per-key";r=<requests left now>;t=<seconds until the bucket is full again>`. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "rate_limited",
+                     *       "message": "too many requests for this API key: at most 200 at once and 100 per second",
+                     *       "status": 429
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unavailable",
+                     *       "message": "the database is unavailable; retry after a few seconds",
+                     *       "status": 503
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any other error (code: `method_not_allowed`, `expectation_failed`, `request_header_fields_too_large`, `internal_error`) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The body's content coding: `gzip`, `deflate` or `br` (or `identity`, or none). A coded body is decoded before parsing, and the body limit applies to its decoded size too (`413`). Any other coding, or a body that does not decode, is `415` with `Accept-Encoding: gzip, deflate, br`. */
+                "content-encoding"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewWebhookEndpoint"];
+            };
+        };
+        responses: {
+            /** @description Endpoint registered, with its secret */
+            201: {
+                headers: {
+                    /** @description Address of the new endpoint. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointWithSecret"];
+                };
+            };
+            /** @description Body missing `url`, or with an invalid `url`, `types` or `description`, or unknown properties (code: `invalid_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "invalid_request",
+                     *       "message": "url must be an absolute http: or https: URL",
+                     *       "status": 400
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid API key (code: `unauthorized`) */
+            401: {
+                headers: {
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unauthorized",
+                     *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
+                     *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `webhooks:write` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="webhooks:write" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope webhooks:write, which this operation needs",
+                     *       "status": 403
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the configured limit (64 KiB by default), once decoded (code: `payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "payload_too_large",
+                     *       "message": "request body is too large",
+                     *       "status": 413
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body is not `application/json`, or its `Content-Encoding` is not gzip, deflate, br or identity, or it does not decode (code: `unsupported_media_type`) */
+            415: {
+                headers: {
+                    /** @description `gzip, deflate, br` when the `Content-Encoding` was refused (RFC 9110 §12.5.3). */
+                    "Accept-Encoding"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unsupported_media_type",
+                     *       "message": "request body must be application/json",
+                     *       "status": 415
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    /** @description `"per-key";q=<burst>;w=<seconds for an empty bucket to refill>`. */
+                    "RateLimit-Policy"?: string;
+                    /** @description `"per-key";r=<requests left now>;t=<seconds until the bucket is full again>`. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "rate_limited",
+                     *       "message": "too many requests for this API key: at most 200 at once and 100 per second",
+                     *       "status": 429
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unavailable",
+                     *       "message": "the database is unavailable; retry after a few seconds",
+                     *       "status": 503
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any other error (code: `method_not_allowed`, `expectation_failed`, `request_header_fields_too_large`, `internal_error`) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Identifier of the webhook endpoint (1 to 2^63-1). */
+                endpointId: number | bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Endpoint found (without its secret) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            /** @description `endpointId` is not an integer from 1 to 2^63-1 (code: `invalid_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "invalid_request",
+                     *       "message": "endpointId must be an integer",
+                     *       "status": 400
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid API key (code: `unauthorized`) */
+            401: {
+                headers: {
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unauthorized",
+                     *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
+                     *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `webhooks:read` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="webhooks:read" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope webhooks:read, which this operation needs",
+                     *       "status": 403
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No webhook endpoint has this id (code: `not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "not_found",
+                     *       "message": "no webhook endpoint has this id",
+                     *       "status": 404
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    /** @description `"per-key";q=<burst>;w=<seconds for an empty bucket to refill>`. */
+                    "RateLimit-Policy"?: string;
+                    /** @description `"per-key";r=<requests left now>;t=<seconds until the bucket is full again>`. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "rate_limited",
+                     *       "message": "too many requests for this API key: at most 200 at once and 100 per second",
+                     *       "status": 429
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unavailable",
+                     *       "message": "the database is unavailable; retry after a few seconds",
+                     *       "status": 503
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any other error (code: `method_not_allowed`, `expectation_failed`, `request_header_fields_too_large`, `internal_error`) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Identifier of the webhook endpoint (1 to 2^63-1). */
+                endpointId: number | bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `endpointId` is not an integer from 1 to 2^63-1 (code: `invalid_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "invalid_request",
+                     *       "message": "endpointId must be an integer",
+                     *       "status": 400
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid API key (code: `unauthorized`) */
+            401: {
+                headers: {
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unauthorized",
+                     *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
+                     *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `webhooks:write` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="webhooks:write" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope webhooks:write, which this operation needs",
+                     *       "status": 403
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No webhook endpoint has this id (code: `not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "not_found",
+                     *       "message": "no webhook endpoint has this id",
+                     *       "status": 404
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    /** @description `"per-key";q=<burst>;w=<seconds for an empty bucket to refill>`. */
+                    "RateLimit-Policy"?: string;
+                    /** @description `"per-key";r=<requests left now>;t=<seconds until the bucket is full again>`. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "rate_limited",
+                     *       "message": "too many requests for this API key: at most 200 at once and 100 per second",
+                     *       "status": 429
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unavailable",
+                     *       "message": "the database is unavailable; retry after a few seconds",
+                     *       "status": 503
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any other error (code: `method_not_allowed`, `expectation_failed`, `request_header_fields_too_large`, `internal_error`) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    enableWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Identifier of the webhook endpoint (1 to 2^63-1). */
+                endpointId: number | bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint, enabled */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            /** @description `endpointId` is not an integer from 1 to 2^63-1 (code: `invalid_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "invalid_request",
+                     *       "message": "endpointId must be an integer",
+                     *       "status": 400
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid API key (code: `unauthorized`) */
+            401: {
+                headers: {
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unauthorized",
+                     *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
+                     *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `webhooks:write` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="webhooks:write" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope webhooks:write, which this operation needs",
+                     *       "status": 403
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No webhook endpoint has this id (code: `not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "not_found",
+                     *       "message": "no webhook endpoint has this id",
+                     *       "status": 404
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    /** @description `"per-key";q=<burst>;w=<seconds for an empty bucket to refill>`. */
+                    "RateLimit-Policy"?: string;
+                    /** @description `"per-key";r=<requests left now>;t=<seconds until the bucket is full again>`. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "rate_limited",
+                     *       "message": "too many requests for this API key: at most 200 at once and 100 per second",
+                     *       "status": 429
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unavailable",
+                     *       "message": "the database is unavailable; retry after a few seconds",
+                     *       "status": 503
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any other error (code: `method_not_allowed`, `expectation_failed`, `request_header_fields_too_large`, `internal_error`) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    rotateWebhookEndpointSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Identifier of the webhook endpoint (1 to 2^63-1). */
+                endpointId: number | bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint with its new secret */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointWithSecret"];
+                };
+            };
+            /** @description `endpointId` is not an integer from 1 to 2^63-1 (code: `invalid_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "invalid_request",
+                     *       "message": "endpointId must be an integer",
+                     *       "status": 400
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid API key (code: `unauthorized`) */
+            401: {
+                headers: {
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unauthorized",
+                     *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
+                     *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `webhooks:write` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="webhooks:write" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope webhooks:write, which this operation needs",
+                     *       "status": 403
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No webhook endpoint has this id (code: `not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "not_found",
+                     *       "message": "no webhook endpoint has this id",
+                     *       "status": 404
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    /** @description `"per-key";q=<burst>;w=<seconds for an empty bucket to refill>`. */
+                    "RateLimit-Policy"?: string;
+                    /** @description `"per-key";r=<requests left now>;t=<seconds until the bucket is full again>`. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "rate_limited",
+                     *       "message": "too many requests for this API key: at most 200 at once and 100 per second",
+                     *       "status": 429
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unavailable",
+                     *       "message": "the database is unavailable; retry after a few seconds",
+                     *       "status": 503
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any other error (code: `method_not_allowed`, `expectation_failed`, `request_header_fields_too_large`, `internal_error`) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Maximum number of deliveries to return. */
+                limit?: number;
+                status?: components["schemas"]["WebhookDeliveryStatus"];
+                /** @description Opaque position from a previous page's `Link: rel="next"`; follow that link rather than building it. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Identifier of the webhook endpoint (1 to 2^63-1). */
+                endpointId: number | bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of deliveries */
+            200: {
+                headers: {
+                    /** @description `<…/deliveries?limit=…&cursor=…>; rel="next"` while more may exist. */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "eventId": 2,
+                     *         "status": "pending",
+                     *         "attempts": 1,
+                     *         "lastAttemptAt": "2026-11-23T09:30:00.210Z",
+                     *         "nextAttemptAt": "2026-11-23T09:30:05.380Z",
+                     *         "lastResponseStatus": 503,
+                     *         "lastError": "HTTP 503: try later"
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["WebhookDelivery"][];
+                };
+            };
+            /** @description Invalid `endpointId`, `limit`, `status` or `cursor` (code: `invalid_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "invalid_request",
+                     *       "message": "endpointId must be an integer",
+                     *       "status": 400
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid API key (code: `unauthorized`) */
+            401: {
+                headers: {
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unauthorized",
+                     *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
+                     *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `webhooks:read` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="webhooks:read" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope webhooks:read, which this operation needs",
+                     *       "status": 403
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No webhook endpoint has this id (code: `not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "not_found",
+                     *       "message": "no webhook endpoint has this id",
+                     *       "status": 404
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    /** @description `"per-key";q=<burst>;w=<seconds for an empty bucket to refill>`. */
+                    "RateLimit-Policy"?: string;
+                    /** @description `"per-key";r=<requests left now>;t=<seconds until the bucket is full again>`. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "rate_limited",
+                     *       "message": "too many requests for this API key: at most 200 at once and 100 per second",
+                     *       "status": 429
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unavailable",
+                     *       "message": "the database is unavailable; retry after a few seconds",
+                     *       "status": 503
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any other error (code: `method_not_allowed`, `expectation_failed`, `request_header_fields_too_large`, `internal_error`) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    retryWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Identifier of the webhook endpoint (1 to 2^63-1). */
+                endpointId: number | bigint;
+                /** @description Identifier of the event delivered (1 to 2^63-1). */
+                eventId: number | bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery, pending */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDelivery"];
+                };
+            };
+            /** @description `endpointId` or `eventId` is not an integer from 1 to 2^63-1 (code: `invalid_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "invalid_request",
+                     *       "message": "eventId must be an integer",
+                     *       "status": 400
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid API key (code: `unauthorized`) */
+            401: {
+                headers: {
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unauthorized",
+                     *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
+                     *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `webhooks:write` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="webhooks:write" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope webhooks:write, which this operation needs",
+                     *       "status": 403
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such endpoint, or it has no delivery of this event (code: `not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "not_found",
+                     *       "message": "this webhook endpoint has no delivery of this event",
+                     *       "status": 404
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    /** @description `"per-key";q=<burst>;w=<seconds for an empty bucket to refill>`. */
+                    "RateLimit-Policy"?: string;
+                    /** @description `"per-key";r=<requests left now>;t=<seconds until the bucket is full again>`. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "rate_limited",
+                     *       "message": "too many requests for this API key: at most 200 at once and 100 per second",
+                     *       "status": 429
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unavailable",
+                     *       "message": "the database is unavailable; retry after a few seconds",
+                     *       "status": 503
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any other error (code: `method_not_allowed`, `expectation_failed`, `request_header_fields_too_large`, `internal_error`) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    pet_created_webhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event's id, in decimal digits: the same on every attempt; de-duplicate on it.
+                 * @example 1
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt.
+                 * @example 1795426198
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` keyed with the decoded secret; two, space-separated, for 24 hours after a rotation. Verify with any Standard Webhooks library.
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Event"];
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once (`disabledReason: "gone"`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: the delivery succeeded */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer: the delivery is tried again later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    order_placed_webhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event's id, in decimal digits: the same on every attempt; de-duplicate on it.
+                 * @example 1
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt.
+                 * @example 1795426198
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` keyed with the decoded secret; two, space-separated, for 24 hours after a rotation. Verify with any Standard Webhooks library.
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Event"];
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once (`disabledReason: "gone"`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: the delivery succeeded */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer: the delivery is tried again later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    order_delivered_webhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event's id, in decimal digits: the same on every attempt; de-duplicate on it.
+                 * @example 1
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt.
+                 * @example 1795426198
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` keyed with the decoded secret; two, space-separated, for 24 hours after a rotation. Verify with any Standard Webhooks library.
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Event"];
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once (`disabledReason: "gone"`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: the delivery succeeded */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer: the delivery is tried again later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    order_cancelled_webhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event's id, in decimal digits: the same on every attempt; de-duplicate on it.
+                 * @example 1
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt.
+                 * @example 1795426198
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` keyed with the decoded secret; two, space-separated, for 24 hours after a rotation. Verify with any Standard Webhooks library.
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Event"];
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once (`disabledReason: "gone"`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: the delivery succeeded */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer: the delivery is tried again later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
