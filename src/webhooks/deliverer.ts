@@ -122,8 +122,9 @@ export class Deliverer {
     }
     const due = await this.#o.store.nextDueAt();
     if (!due) return MAX_IDLE_MS;
-    const wait = due.getTime() - this.#o.now().getTime();
-    // Due already, yet not claimed: its endpoint is at its bound, or this node is; an attempt ending wakes us.
+    // Compared with the instant the claim was made at: due by then yet not claimed means its endpoint
+    // is at its bound (or this node is), and an attempt ending wakes us.
+    const wait = due.getTime() - now.getTime();
     return wait <= 0 ? MAX_IDLE_MS : Math.min(wait, MAX_IDLE_MS);
   }
 

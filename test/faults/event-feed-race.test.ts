@@ -40,11 +40,16 @@ for (const backend of backends) {
           const pet = await node.request('POST', '/v1/pets', { body: { name: `racer ${n}`, categoryId: n } });
           assert.equal(pet.status, 201, pet.text);
           acknowledged.pets++;
-          const order = await node.request('POST', '/v1/store/orders', { body: { petId: pet.json<{ id: number }>().id } });
+          const order = await node.request('POST', '/v1/store/orders', {
+            body: { petId: pet.json<{ id: number }>().id },
+          });
           assert.equal(order.status, 201, order.text);
           acknowledged.placed++;
           const move = n % 2 === 0 ? 'deliver' : 'cancel';
-          const settled = await node.request('POST', `/v1/store/orders/${order.json<{ id: number }>().id}/${move}`);
+          const settled = await node.request(
+            'POST',
+            `/v1/store/orders/${order.json<{ id: number }>().id}/${move}`,
+          );
           assert.equal(settled.status, 200, settled.text);
           acknowledged.settled++;
         }
@@ -74,7 +79,10 @@ for (const backend of backends) {
       while ((await readOnce()) > 0) {} // the rest, now that nothing commits
 
       const stored = (
-        await queryDatabase<{ id: number | bigint }>(nodes[0]?.database.url as string, 'SELECT id FROM events ORDER BY id')
+        await queryDatabase<{ id: number | bigint }>(
+          nodes[0]?.database.url as string,
+          'SELECT id FROM events ORDER BY id',
+        )
       ).map((row) => Number(row.id));
       const total = acknowledged.pets + acknowledged.placed + acknowledged.settled;
       assert.ok(total > 100, `enough writes to race (${total})`);

@@ -96,9 +96,15 @@ for (const backend of backends) {
       assert.equal((await server.request('POST', `/v1/store/orders/${order.id}/deliver`)).status, 200); // repeated
       assert.equal((await server.request('POST', `/v1/store/orders/${order.id}/cancel`)).status, 409);
       assert.equal((await server.request('POST', '/v1/store/orders', { body: { petId } })).status, 409);
-      assert.equal((await server.request('POST', '/v1/store/orders', { body: { petId: 987654321 } })).status, 400);
+      assert.equal(
+        (await server.request('POST', '/v1/store/orders', { body: { petId: 987654321 } })).status,
+        400,
+      );
       assert.equal((await server.request('POST', '/v1/pets', { body: { name: '' } })).status, 400);
-      const keyed = { headers: { 'idempotency-key': `events-${petId}` }, body: { name: 'Once', categoryId: 1 } };
+      const keyed = {
+        headers: { 'idempotency-key': `events-${petId}` },
+        body: { name: 'Once', categoryId: 1 },
+      };
       assert.equal((await server.request('POST', '/v1/pets', keyed)).status, 201);
       const afterFirst = await lastId();
       assert.equal(afterFirst, start + 1, 'the first keyed create records one event');
@@ -133,7 +139,10 @@ for (const backend of backends) {
         all.filter((e) => e.type === 'order.placed' || e.type === 'order.cancelled').map((e) => e.id),
       );
       const single = await eventsAfter(start, '&type=order.cancelled');
-      assert.deepEqual(single.map((e) => e.type), ['order.cancelled']);
+      assert.deepEqual(
+        single.map((e) => e.type),
+        ['order.cancelled'],
+      );
       const second = await server.request('GET', toPath(href));
       assert.ok(second.json<EventBody[]>().every((e) => e.id > (firstPage.json<EventBody[]>()[1]?.id ?? 0)));
       // Past the last event: an empty array and no link.
@@ -156,10 +165,20 @@ for (const backend of backends) {
         ['cursor=abc', 'cursor'],
         ['stauts=placed', 'stauts'],
       ] as const) {
-        assertError(await server.request('GET', `/v1/events?${query}`), 400, 'invalid_request', { names: [name] }, query);
+        assertError(
+          await server.request('GET', `/v1/events?${query}`),
+          400,
+          'invalid_request',
+          { names: [name] },
+          query,
+        );
       }
-      assertError(await server.request('GET', '/v1/events/0'), 400, 'invalid_request', { names: ['eventId'] });
-      assertError(await server.request('GET', '/v1/events/abc'), 400, 'invalid_request', { names: ['eventId'] });
+      assertError(await server.request('GET', '/v1/events/0'), 400, 'invalid_request', {
+        names: ['eventId'],
+      });
+      assertError(await server.request('GET', '/v1/events/abc'), 400, 'invalid_request', {
+        names: ['eventId'],
+      });
       assertError(
         await server.request('GET', '/v1/events/9223372036854775807'),
         404,
@@ -174,7 +193,12 @@ for (const backend of backends) {
       await server.storage.apiKeys.insert(narrow.record);
       for (const path of ['/v1/events', '/v1/events/1']) {
         const res = await server.request('GET', path, { key: narrow.secret });
-        assertError(res, 403, 'forbidden', 'this API key does not have the scope events:read, which this operation needs');
+        assertError(
+          res,
+          403,
+          'forbidden',
+          'this API key does not have the scope events:read, which this operation needs',
+        );
       }
     });
   });

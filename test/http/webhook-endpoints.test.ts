@@ -42,7 +42,15 @@ for (const backend of backends) {
       const res = await create({ url: 'https://hooks.example.com/a' });
       assert.equal(res.status, 201, res.text);
       const body = res.json<EndpointBody>();
-      assert.deepEqual(Object.keys(body), ['id', 'url', 'types', 'description', 'status', 'createdAt', 'secret']);
+      assert.deepEqual(Object.keys(body), [
+        'id',
+        'url',
+        'types',
+        'description',
+        'status',
+        'createdAt',
+        'secret',
+      ]);
       assert.deepEqual(
         { ...body, id: 0, secret: '' },
         {
@@ -66,7 +74,10 @@ for (const backend of backends) {
       const listed = await walkLinks('/v1/webhook-endpoints?limit=1', (path) => server.request('GET', path));
       const all = listed.flatMap((page) => page.json<EndpointBody[]>());
       assert.ok(all.some((e) => e.id === body.id));
-      assert.ok(all.every((e) => e.secret === undefined), 'no secret listed');
+      assert.ok(
+        all.every((e) => e.secret === undefined),
+        'no secret listed',
+      );
       assert.ok(!got.text.includes(body.secret as string));
     });
 
@@ -104,8 +115,18 @@ for (const backend of backends) {
         [{ url: 'https://hooks.example.com', status: 'disabled' }, 'status'],
       ];
       for (const [body, field] of cases)
-        assertError(await create(body), 400, 'invalid_request', { names: [field] }, JSON.stringify(body).slice(0, 80));
-      assertError(await server.request('POST', '/v1/webhook-endpoints', { body: '{"url":' }), 400, 'invalid_request');
+        assertError(
+          await create(body),
+          400,
+          'invalid_request',
+          { names: [field] },
+          JSON.stringify(body).slice(0, 80),
+        );
+      assertError(
+        await server.request('POST', '/v1/webhook-endpoints', { body: '{"url":' }),
+        400,
+        'invalid_request',
+      );
       assert.equal(await endpointRows(), before, 'nothing stored');
       // 2,048 characters exactly is fine.
       const longest = `https://hooks.example.com/${'a'.repeat(2048 - 26)}`;
@@ -164,7 +185,9 @@ for (const backend of backends) {
       assert.equal(enabled.status, 200);
       assert.equal(enabled.json<EndpointBody>().status, 'enabled');
       assertError(
-        await server.request('POST', `/v1/webhook-endpoints/${created.id}/enable`, { body: { please: true } }),
+        await server.request('POST', `/v1/webhook-endpoints/${created.id}/enable`, {
+          body: { please: true },
+        }),
         400,
         'invalid_request',
         'this operation takes no request body',
@@ -217,7 +240,13 @@ for (const backend of backends) {
         { names: ['eventId'] },
       );
       for (const query of ['limit=0', 'limit=101', 'cursor=x', 'foo=1'])
-        assertError(await server.request('GET', `/v1/webhook-endpoints?${query}`), 400, 'invalid_request', undefined, query);
+        assertError(
+          await server.request('GET', `/v1/webhook-endpoints?${query}`),
+          400,
+          'invalid_request',
+          undefined,
+          query,
+        );
       assertError(
         await server.request('GET', '/v1/webhook-endpoints/1/deliveries?status=lost'),
         400,
@@ -230,7 +259,10 @@ for (const backend of backends) {
       const reader = newApiKey('reader', now, { scopes: ['webhooks:read'] });
       await server.storage.apiKeys.insert(reader.record);
       const created = (await create({ url: 'https://hooks.example.com/scoped' })).json<EndpointBody>();
-      assert.equal((await server.request('GET', '/v1/webhook-endpoints', { key: reader.secret })).status, 200);
+      assert.equal(
+        (await server.request('GET', '/v1/webhook-endpoints', { key: reader.secret })).status,
+        200,
+      );
       assert.equal(
         (await server.request('GET', `/v1/webhook-endpoints/${created.id}`, { key: reader.secret })).status,
         200,

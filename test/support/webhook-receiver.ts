@@ -23,9 +23,9 @@ export type Answer =
  */
 export class WebhookReceiver {
   readonly received: Received[] = [];
-  /** The most requests held at once (answered later than received). */
-  maxConcurrent = 0;
-  #concurrent = 0;
+  /** The most requests held at once (answered later than received), by path. */
+  readonly maxConcurrent = new Map<string, number>();
+  readonly #concurrent = new Map<string, number>();
   #answer: (request: Received, n: number) => Answer | Promise<Answer> = () => ({ status: 204 });
   readonly #server: Server;
   readonly #hanging = new Set<ServerResponse>();
@@ -37,10 +37,11 @@ export class WebhookReceiver {
       req.on('end', async () => {
         const request = { path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString() };
         this.received.push(request);
-        this.#concurrent++;
-        this.maxConcurrent = Math.max(this.maxConcurrent, this.#concurrent);
+        const held = (this.#concurrent.get(request.path) ?? 0) + 1;
+        this.#concurrent.set(request.path, held);
+        this.maxConcurrent.set(request.path, Math.max(this.maxConcurrent.get(request.path) ?? 0, held));
         const answer = await this.#answer(request, this.received.length);
-        const done = () => this.#concurrent--;
+        const done = () => this.#concurrent.set(request.path, (this.#concurrent.get(request.path) ?? 1) - 1);
         if ('hang' in answer) {
           this.#hanging.add(res);
           res.on('close', done);
@@ -90,7 +91,10 @@ export class WebhookReceiver {
 }
 
 /** Verifies a received delivery with the reference library (standardwebhooks); returns its Event. */
-export function verified(secret: string, request: Received): { id: number; type: string; data: Record<string, unknown> } {
+export function verified(
+  secret: string,
+  request: Received,
+): { id: number; type: string; data: Record<string, unknown> } {
   const event = new Webhook(secret).verify(request.body, request.headers as Record<string, string>);
   assert.ok(event, 'the signature verifies');
   return event as { id: number; type: string; data: Record<string, unknown> };

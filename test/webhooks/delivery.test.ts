@@ -1,0 +1,408 @@
+import assert from 'node:assert/strict';
+import { after, backends, before, test } from '../support/backends.js';
+import { poll } from '../support/cli.js';
+import { queryDatabase } from '../support/db-inspect.js';
+import { captureLog } from '../support/log-capture.js';
+import { startTestServer, type TestServer } from '../support/test-server.js';
+import { type Answer, verified, WebhookReceiver } from '../support/webhook-receiver.js';
+
+/**
+ * Webhook delivery, end to end: the real service POSTs to a real receiver on 127.0.0.1 (let in with
+ * WEBHOOK_ALLOWED_NETWORKS), signatures are checked with the reference library (standardwebhooks),
+ * and the retry schedule is in milliseconds so a test sees every attempt.
+ */
+
+interface DeliveryBody {
+  eventId: number;
+  status: 'pending' | 'succeeded' | 'failed';
+  attempts: number;
+  lastAttemptAt: string | null;
+  nextAttemptAt: string | null;
+  lastResponseStatus: number | null;
+  lastError: string | null;
+}
+
+interface Endpoint {
+  id: number;
+  secret: string;
+  status: string;
+}
+
+const FAST = {
+  WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
+  WEBHOOK_RETRY_SCHEDULE: '50ms,50ms',
+  WEBHOOK_TIMEOUT_MS: '400',
+};
+
+for (const backend of backends) {
+  backend.describe(`webhook delivery (${backend.name})`, () => {
+    let server: TestServer;
+    let receiver: WebhookReceiver;
+    const { lines: logLines, logger } = captureLog('info');
+    before(async () => {
+      receiver = await WebhookReceiver.start();
+      server = await startTestServer({ backend, env: FAST, logger });
+    });
+    after(async () => {
+      await server.close();
+      await receiver.close();
+    });
+
+    const register = async (
+      path: string,
+      body: Record<string, unknown> = {},
+      on = server,
+    ): Promise<Endpoint> => {
+      const res = await on.request('POST', '/v1/webhook-endpoints', {
+        body: { url: receiver.url(path), ...body },
+      });
+      assert.equal(res.status, 201, res.text);
+      return res.json<Endpoint>();
+    };
+    const createPet = async (name = 'hooked', on = server) => {
+      const res = await on.request('POST', '/v1/pets', { body: { name, categoryId: 3 } });
+      assert.equal(res.status, 201, res.text);
+      return res.json<{ id: number }>();
+    };
+    const deliveries = async (endpoint: Endpoint, on = server) => {
+      const res = await on.request('GET', `/v1/webhook-endpoints/${endpoint.id}/deliveries?limit=100`);
+      assert.equal(res.status, 200, res.text);
+      return res.json<DeliveryBody[]>();
+    };
+    /** Waits (poll's safety bound, not a timing assertion) until the endpoint's deliveries satisfy `done`. */
+    const settle = (endpoint: Endpoint, done: (d: DeliveryBody[]) => boolean, on = server) =>
+      poll('the deliveries to settle', async () => {
+        const list = await deliveries(endpoint, on);
+        return done(list) ? list : undefined;
+      });
+    const answerOn = (path: string, answer: (n: number) => Answer) => {
+      let n = 0;
+      const previous = new Map<string, (n: number) => Answer>();
+      previous.set(path, answer);
+      receiver.answer((request) => (request.path === path ? answer(++n) : { status: 204 }));
+    };
+
+    test('when a pet is created, then the endpoint gets one POST: Standard Webhooks headers that the reference library verifies, the Event exactly as getEvent returns it', async () => {
+      const endpoint = await register('/signed');
+      const pet = await createPet('Signed');
+      const [request] = await receiver.waitFor(1, '/signed');
+      assert.ok(request);
+      const event = verified(endpoint.secret, request);
+      assert.equal(event.type, 'pet.created');
+      assert.deepEqual(event.data, { id: pet.id, name: 'Signed', categoryId: 3, status: 'available' });
+      assert.equal(request.headers['webhook-id'], String(event.id));
+      assert.match(request.headers['webhook-timestamp'] as string, /^\d{10}$/);
+      assert.ok(Math.abs(Number(request.headers['webhook-timestamp']) - Date.now() / 1000) < 300);
+      assert.match(request.headers['webhook-signature'] as string, /^v1,[A-Za-z0-9+/]{43}=$/);
+      assert.equal(request.headers['content-type'], 'application/json');
+      assert.match(request.headers['user-agent'] as string, /^animal-store-webhooks\/\d+\.\d+\.\d+$/);
+      const asListed = await server.request('GET', `/v1/events/${event.id}`);
+      assert.equal(request.body, asListed.text, 'the body is the event as getEvent returns it');
+      // A wrong secret does not verify: the check is real.
+      assert.throws(() => verified(`whsec_${Buffer.alloc(32, 1).toString('base64')}`, request));
+      const [delivery] = await settle(endpoint, (d) => d[0]?.status === 'succeeded');
+      assert.deepEqual(
+        { ...delivery, lastAttemptAt: null },
+        {
+          eventId: event.id,
+          status: 'succeeded',
+          attempts: 1,
+          lastAttemptAt: null,
+          nextAttemptAt: null,
+          lastResponseStatus: 204,
+          lastError: null,
+        },
+      );
+    });
+
+    test('when an endpoint has types, then it gets only events of those types, and only those that occur after it was created', async () => {
+      await createPet('before the endpoint');
+      const endpoint = await register('/orders-only', { types: ['order.placed'] });
+      const pet = await createPet('ordered');
+      const order = await server.request('POST', '/v1/store/orders', { body: { petId: pet.id } });
+      assert.equal(order.status, 201);
+      const [request] = await receiver.waitFor(1, '/orders-only');
+      assert.ok(request);
+      const event = verified(endpoint.secret, request);
+      assert.equal(event.type, 'order.placed');
+      assert.deepEqual(event.data, order.json());
+      const list = await settle(endpoint, (d) => d.every((x) => x.status === 'succeeded'));
+      assert.deepEqual(
+        list.map((d) => d.eventId),
+        [event.id],
+        'one delivery: no pet.created, nothing from before',
+      );
+    });
+
+    test('when the receiver answers 500 then 200, then the delivery is attempted again after the schedule and succeeds on the second attempt with the same webhook-id', async () => {
+      answerOn('/flaky', (n) => (n === 1 ? { status: 500, body: 'try later' } : { status: 200 }));
+      const endpoint = await register('/flaky');
+      await createPet();
+      const requests = await receiver.waitFor(2, '/flaky');
+      assert.equal(requests[0]?.headers['webhook-id'], requests[1]?.headers['webhook-id']);
+      for (const request of requests) verified(endpoint.secret, request);
+      const [delivery] = await settle(endpoint, (d) => d[0]?.status === 'succeeded');
+      assert.equal(delivery?.attempts, 2);
+      assert.equal(delivery?.lastResponseStatus, 200);
+      assert.equal(delivery?.lastError, null);
+    });
+
+    test('when every attempt fails (a 503 with a long body), then after 1 + the schedule attempts the delivery is failed, lastError keeps at most 1 KiB of the answer, and one log line says so', async () => {
+      answerOn('/down', () => ({ status: 503, body: 'x'.repeat(5000) }));
+      const endpoint = await register('/down');
+      await createPet();
+      const [delivery] = await settle(endpoint, (d) => d[0]?.status === 'failed');
+      assert.equal(delivery?.attempts, 3, 'one attempt and one per delay of 50ms,50ms');
+      assert.equal(delivery?.lastResponseStatus, 503);
+      assert.equal(delivery?.lastError, `HTTP 503: ${'x'.repeat(1024)}`);
+      assert.equal(delivery?.nextAttemptAt, null);
+      assert.equal((await receiver.waitFor(3, '/down')).length, 3);
+      const line = logLines.find(
+        (l) => l.msg === 'webhook delivery failed: no attempt left' && l.endpointId === String(endpoint.id),
+      );
+      assert.equal(line?.level, 40);
+      assert.equal(line?.attempts, 3);
+    });
+
+    test('when the receiver is slow past WEBHOOK_TIMEOUT_MS, resets the connection, redirects, or is not listening, then each attempt fails with what happened, and a redirect is never followed', async () => {
+      const cases: [string, Answer, RegExp][] = [
+        ['/slow', { hang: true }, /^no answer within 400 ms$/],
+        ['/reset', { reset: true }, /^connection reset$/],
+        ['/redirect', { status: 302, headers: { location: '/redirected' } }, /^HTTP 302/],
+      ];
+      receiver.answer((request) => cases.find(([path]) => path === request.path)?.[1] ?? { status: 204 });
+      for (const [path, , error] of cases) {
+        const endpoint = await register(path);
+        await createPet(path);
+        const [delivery] = await settle(endpoint, (d) => d[0]?.status === 'failed');
+        assert.match(delivery?.lastError ?? '', error, path);
+        assert.equal(delivery?.attempts, 3);
+      }
+      assert.equal(
+        receiver.received.filter((r) => r.path === '/redirected').length,
+        0,
+        'redirect not followed',
+      );
+      // Nobody listening on the port: refused.
+      const closed = await WebhookReceiver.start();
+      const url = closed.url('/gone-away');
+      await closed.close();
+      const res = await server.request('POST', '/v1/webhook-endpoints', { body: { url } });
+      const endpoint = res.json<Endpoint>();
+      await createPet('nobody home');
+      const [delivery] = await settle(endpoint, (d) => d[0]?.status === 'failed');
+      assert.equal(delivery?.lastError, 'connection refused');
+      assert.equal(delivery?.lastResponseStatus, null);
+    });
+
+    test('when the receiver answers 410, then the endpoint is disabled at once ("gone"), logged, and gets nothing more until enabled; then only events after that', async () => {
+      answerOn('/gone', () => ({ status: 410 }));
+      const endpoint = await register('/gone');
+      await createPet('first');
+      await poll('the endpoint to be disabled', async () => {
+        const got = await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}`);
+        return got.json<{ status: string }>().status === 'disabled' ? got : undefined;
+      });
+      const got = (await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}`)).json();
+      assert.deepEqual(
+        { ...(got as object), createdAt: '' },
+        {
+          id: endpoint.id,
+          url: receiver.url('/gone'),
+          types: ['*'],
+          description: '',
+          status: 'disabled',
+          disabledReason: 'gone',
+          createdAt: '',
+        },
+      );
+      const [first] = await deliveries(endpoint);
+      assert.equal(first?.status, 'failed');
+      assert.equal(first?.attempts, 1);
+      assert.ok(
+        logLines.some(
+          (l) =>
+            l.msg === 'webhook endpoint disabled' &&
+            l.endpointId === String(endpoint.id) &&
+            l.reason === 'gone',
+        ),
+      );
+      const missed = await createPet('while disabled');
+      answerOn('/gone', () => ({ status: 200 }));
+      const enabled = await server.request('POST', `/v1/webhook-endpoints/${endpoint.id}/enable`);
+      assert.deepEqual(Object.keys(enabled.json() as object).includes('disabledReason'), false);
+      const later = await createPet('after enabling');
+      const requests = await receiver.waitFor(2, '/gone');
+      assert.ok(requests[1]);
+      const event = verified(endpoint.secret, requests[1]);
+      assert.equal(event.data.id, later.id);
+      assert.notEqual(event.data.id, missed.id);
+      const list = await settle(endpoint, (d) => d.length === 2 && d[0]?.status === 'succeeded');
+      assert.equal(list.length, 2, 'nothing for the event that occurred while it was disabled');
+      const metrics = await (await fetch(`${server.url}/metrics`)).text();
+      assert.match(metrics, /^petstore_webhook_endpoints_disabled_total\{reason="gone"\} [1-9]\d*$/m);
+      assert.match(metrics, /^petstore_webhook_attempts_total\{outcome="succeeded"\} [1-9]\d*$/m);
+      assert.match(metrics, /^petstore_webhook_attempts_total\{outcome="failed"\} [1-9]\d*$/m);
+      assert.match(metrics, /^petstore_webhook_attempt_duration_seconds_count [1-9]\d*$/m);
+      assert.match(metrics, /^petstore_webhook_deliveries_pending \d+$/m);
+      assert.match(metrics, /^petstore_webhook_oldest_pending_age_seconds [\d.e+-]+$/m);
+    });
+
+    test('when a secret is rotated, then deliveries carry two signatures, one verifying with the new secret and one with the previous', async () => {
+      const endpoint = await register('/rotated');
+      const rotated = await server.request('POST', `/v1/webhook-endpoints/${endpoint.id}/rotate-secret`);
+      const fresh = rotated.json<Endpoint>().secret;
+      await createPet('rotated');
+      const [request] = await receiver.waitFor(1, '/rotated');
+      assert.ok(request);
+      const signatures = (request.headers['webhook-signature'] as string).split(' ');
+      assert.equal(signatures.length, 2);
+      // Each secret's own signature: alone in the header, it verifies with its secret and not the other's.
+      for (const [secret, other, signature] of [
+        [fresh, endpoint.secret, signatures[0]],
+        [endpoint.secret, fresh, signatures[1]],
+      ] as const) {
+        const alone = { ...request, headers: { ...request.headers, 'webhook-signature': signature } };
+        verified(secret, alone);
+        assert.throws(() => verified(other, alone));
+      }
+    });
+
+    test('when a delivery failed, then retry answers 202 with it pending and it is attempted again at once', async () => {
+      answerOn('/retry', () => ({ status: 500 }));
+      const endpoint = await register('/retry');
+      await createPet('retried');
+      const [failed] = await settle(endpoint, (d) => d[0]?.status === 'failed');
+      answerOn('/retry', () => ({ status: 200 }));
+      const res = await server.request(
+        'POST',
+        `/v1/webhook-endpoints/${endpoint.id}/deliveries/${failed?.eventId}/retry`,
+      );
+      assert.equal(res.status, 202, res.text);
+      assert.equal(res.json<DeliveryBody>().status, 'pending');
+      const [delivery] = await settle(endpoint, (d) => d[0]?.status === 'succeeded');
+      assert.equal(delivery?.attempts, 4);
+      assert.equal(delivery?.lastResponseStatus, 200);
+    });
+
+    test('when an endpoint with pending deliveries is deleted, then its deliveries are dropped', async () => {
+      answerOn('/deleted', () => ({ hang: true }));
+      const endpoint = await register('/deleted');
+      await createPet('dropped');
+      await receiver.waitFor(1, '/deleted');
+      assert.equal((await server.request('DELETE', `/v1/webhook-endpoints/${endpoint.id}`)).status, 204);
+      const rows = await queryDatabase(
+        server.database.url,
+        `SELECT event_id FROM webhook_deliveries WHERE endpoint_id = ${endpoint.id}`,
+      );
+      assert.deepEqual(rows, []);
+    });
+
+    test('when a receiver holds every request, then at most WEBHOOK_CONCURRENCY_PER_ENDPOINT (4) are attempted at once, /readyz still answers, and every delivery arrives once it answers', async () => {
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      receiver.answer(async (request) => {
+        if (request.path !== '/held') return { status: 204 };
+        await released;
+        return { status: 200 };
+      });
+      const endpoint = await register('/held');
+      for (let i = 0; i < 10; i++) await createPet(`held ${i}`);
+      await receiver.waitFor(4, '/held');
+      const ready = await fetch(`${server.url}/readyz`);
+      assert.equal(ready.status, 200);
+      assert.equal(
+        receiver.received.filter((r) => r.path === '/held').length,
+        4,
+        'no fifth while four are held',
+      );
+      release();
+      const list = await settle(endpoint, (d) => d.length === 10 && d.every((x) => x.status === 'succeeded'));
+      assert.equal(list.length, 10);
+      assert.equal(receiver.maxConcurrent.get('/held'), 4, 'four at once, never more');
+    });
+  });
+
+  backend.describe(`webhook delivery, private networks and disabling (${backend.name})`, () => {
+    let receiver: WebhookReceiver;
+    before(async () => {
+      receiver = await WebhookReceiver.start();
+    });
+    after(() => receiver.close());
+
+    test('when a host name resolves to 127.0.0.1 and no network is allowed, then the endpoint can be created but gets no request; lastError says it was refused', async () => {
+      const server = await startTestServer({
+        backend,
+        env: { WEBHOOK_RETRY_SCHEDULE: '50ms', WEBHOOK_TIMEOUT_MS: '400' },
+      });
+      try {
+        const created = await server.request('POST', '/v1/webhook-endpoints', {
+          body: { url: receiver.url('/ssrf', 'localhost') },
+        });
+        assert.equal(created.status, 201, created.text);
+        const endpoint = created.json<Endpoint>();
+        await server.request('POST', '/v1/pets', { body: { name: 'ssrf', categoryId: 1 } });
+        const [delivery] = await poll('the attempts to fail', async () => {
+          const list = (await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}/deliveries`)).json<
+            DeliveryBody[]
+          >();
+          return list[0]?.status === 'failed' ? list : undefined;
+        });
+        assert.equal(delivery?.attempts, 2);
+        assert.equal(delivery?.lastError, 'refused: localhost resolves to no public address');
+        assert.equal(receiver.received.length, 0, 'no request reached the private address');
+      } finally {
+        await server.close();
+      }
+    });
+
+    test('when every delivery to an endpoint has failed for WEBHOOK_DISABLE_AFTER with no success between, then it is disabled ("failing") and its pending deliveries end', async () => {
+      // The service's clock runs, and jumps two days at each attempt the receiver gets.
+      let offset = 0;
+      const server = await startTestServer({
+        backend,
+        now: () => new Date(Date.now() + offset),
+        env: {
+          WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
+          WEBHOOK_RETRY_SCHEDULE: '1ms,1ms,1ms,1ms',
+          WEBHOOK_DISABLE_AFTER: '5d',
+        },
+      });
+      try {
+        receiver.answer((_request, n) => {
+          // Each attempt is answered two days after the one before: failures at days 2, 4, 6, 8. The
+          // third is four days after the first failure, the fourth six: it disables the endpoint, one
+          // attempt before the schedule (five attempts) would have run out.
+          offset += 2 * 86_400_000;
+          return { status: 500, body: `attempt ${n}` };
+        });
+        const created = await server.request('POST', '/v1/webhook-endpoints', {
+          body: { url: receiver.url('/failing') },
+        });
+        const endpoint = created.json<Endpoint>();
+        await server.request('POST', '/v1/pets', { body: { name: 'failing', categoryId: 1 } });
+        const got = await poll('the endpoint to be disabled', async () => {
+          const res = (await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}`)).json<
+            Endpoint & { disabledReason?: string }
+          >();
+          return res.status === 'disabled' ? res : undefined;
+        });
+        assert.equal(got.disabledReason, 'failing');
+        const [delivery] = (
+          await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}/deliveries`)
+        ).json<DeliveryBody[]>();
+        assert.equal(delivery?.status, 'failed');
+        assert.equal(
+          delivery?.attempts,
+          4,
+          'disabled at the first failure five days or more after the first',
+        );
+        assert.equal(receiver.received.filter((r) => r.path === '/failing').length, 4);
+      } finally {
+        await server.close();
+      }
+    });
+  });
+}
