@@ -201,9 +201,10 @@ function deliverInBackground(
   app.addHook('onClose', () => deliverer.stop(DRAIN_GRACE_MS));
 }
 
-/** Events older than this many days go, a bounded batch per transaction so no delete holds a lock for long. */
+/** Events older than EVENT_RETENTION_DAYS go, a bounded batch per transaction so no delete holds a lock for long. */
 const EVENT_DELETE_BATCH = 1_000;
 
+/** At start, then hourly: a node that starts after a long stop catches up at once. */
 function deleteOldEvents(app: FastifyInstance, storage: Storage, days: number, now: () => Date): void {
   const run = async () => {
     const before = new Date(now().getTime() - days * 86_400_000);
@@ -212,10 +213,12 @@ function deleteOldEvents(app: FastifyInstance, storage: Storage, days: number, n
       await new Promise((resolve) => setImmediate(resolve));
     }
   };
-  const timer = setInterval(() => {
+  const runLogged = () => {
     run().catch((error: unknown) => app.log.warn({ err: error }, 'deleting old events failed'));
-  }, PRUNE_INTERVAL_MS);
+  };
+  const timer = setInterval(runLogged, PRUNE_INTERVAL_MS);
   timer.unref();
+  app.addHook('onReady', async () => runLogged());
   app.addHook('onClose', async () => clearInterval(timer));
 }
 
