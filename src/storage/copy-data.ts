@@ -1,9 +1,11 @@
+import type { StoredEvent } from '../domain/events.js';
 import type { Order } from '../domain/order.js';
 import type { Pet } from '../domain/pet.js';
 import type { ApiKeyRecord, Storage } from '../domain/storage.js';
+import type { WebhookEndpoint } from '../domain/webhooks.js';
 
 export interface CopyProgress {
-  what: 'api keys' | 'pets' | 'orders';
+  what: 'api keys' | 'pets' | 'orders' | 'webhook endpoints' | 'events';
   /** Rows read from the source so far, of `total`. */
   read: number;
   total: number;
@@ -62,7 +64,48 @@ export async function copyData(from: Storage, to: Storage, options: CopyOptions)
     orderProgress.read += batch.length;
     onProgress({ ...orderProgress });
   }
+
+  // Endpoints with their secrets (and a rotation's previous one), so receivers verify as before; then
+  // the event log, ids kept. Deliveries are not copied: they belong to the nodes of the source.
+  const endpointProgress: CopyProgress = {
+    what: 'webhook endpoints',
+    read: 0,
+    total: await from.webhooks.count(),
+    written: 0,
+  };
+  for await (const batch of keysetBatches<WebhookEndpoint>((afterId) =>
+    from.webhooks.listEndpoints(afterId, batchSize),
+  )) {
+    endpointProgress.written += await to.webhooks.importEndpoints(batch);
+    endpointProgress.read += batch.length;
+    onProgress({ ...endpointProgress });
+  }
+  const eventProgress: CopyProgress = {
+    what: 'events',
+    read: 0,
+    total: await from.events.count(),
+    written: 0,
+  };
+  for await (const batch of keysetBatches<StoredEvent>((afterId) =>
+    from.events.list({ afterId, types: [], limit: batchSize }),
+  )) {
+    eventProgress.written += await to.events.importBatch(batch);
+    eventProgress.read += batch.length;
+    onProgress({ ...eventProgress });
+  }
   await to.analyze();
+}
+
+/** Every row of a keyset-paged list in id order, a page at a time. */
+async function* keysetBatches<T extends { id: bigint }>(
+  page: (afterId: bigint) => Promise<T[]>,
+): AsyncGenerator<T[]> {
+  for (let afterId = 0n; ; ) {
+    const batch = await page(afterId);
+    if (batch.length === 0) return;
+    yield batch;
+    afterId = (batch[batch.length - 1] as T).id;
+  }
 }
 
 /** The ids of the pets both sides hold, but not alike (name, categoryId, status). */
