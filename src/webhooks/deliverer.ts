@@ -87,7 +87,9 @@ export class Deliverer {
     }
     const left = [...this.#inFlight.keys()];
     if (left.length > 0) await this.#o.store.releaseLeases(left).catch(() => undefined);
-    await this.#o.sender.close().catch(() => undefined);
+    // Cut what still runs: those attempts fail, and find their lease given back, so record nothing.
+    await this.#o.sender.destroy().catch(() => undefined);
+    await Promise.allSettled(this.#inFlight.values());
   }
 
   async #run(): Promise<void> {

@@ -86,8 +86,9 @@ export class WebhookSender {
     }
   }
 
-  close(): Promise<void> {
-    return this.#agent.close();
+  /** Aborts what is under way (its attempts fail, their results are not recorded) and closes. */
+  destroy(): Promise<void> {
+    return this.#agent.destroy();
   }
 }
 

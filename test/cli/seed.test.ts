@@ -88,6 +88,7 @@ describe('petstore seed', { concurrency: 4 }, () => {
           `order ${order.id}`,
         );
       }
+      assert.equal(await storage.events.count(), 0, 'seeding records no events');
     } finally {
       await storage.close();
     }

@@ -258,3 +258,48 @@ sqlite.describe('webhooks while another process holds the SQLite file', () => {
     );
   });
 });
+
+for (const backend of backends) {
+  backend.describe(`webhooks when a node shuts down (${backend.name})`, () => {
+    test('when a node is closed with an attempt under way that outlasts the drain, then it takes no new attempt, gives the lease back, and another node delivers it at once', async (t) => {
+      const receiver = await WebhookReceiver.start();
+      t.after(() => receiver.close());
+      receiver.answer(() => ({ hang: true }));
+      // A long timeout (and so a long lease): only a lease given back lets the other node in quickly.
+      const env = { ...HOOKS, WEBHOOK_TIMEOUT_MS: '60000' };
+      const database = await backend.create();
+      t.after(() => database.drop());
+      const closing = await startTestServer({ database, env });
+      const created = await closing.request('POST', '/v1/webhook-endpoints', {
+        body: { url: receiver.url('/drain') },
+      });
+      assert.equal(created.status, 201);
+      assert.equal(
+        (await closing.request('POST', '/v1/pets', { body: { name: 'drained', categoryId: 1 } })).status,
+        201,
+      );
+      const [held] = await receiver.waitFor(1, '/drain');
+      await closing.close();
+      const [row] = await queryDatabase<{ lease_until: unknown; status: string; attempts: number | bigint }>(
+        closing.database.url,
+        'SELECT lease_until, status, attempts FROM webhook_deliveries',
+      );
+      assert.deepEqual(
+        { ...row, attempts: Number(row?.attempts) },
+        { lease_until: null, status: 'pending', attempts: 0 },
+      );
+      receiver.answer(() => ({ status: 200 }));
+      const other = await startTestServer({ database, env });
+      t.after(() => other.close());
+      const requests = await receiver.waitFor(2, '/drain');
+      assert.equal(requests[1]?.headers['webhook-id'], held?.headers['webhook-id']);
+      await poll('the delivery to succeed', async () => {
+        const rows = await queryDatabase(
+          other.database.url,
+          "SELECT 1 FROM webhook_deliveries WHERE status = 'succeeded'",
+        );
+        return rows.length === 1 ? true : undefined;
+      });
+    });
+  });
+}
