@@ -16,6 +16,7 @@
 
 import { isLosslessNumber, parse, stringify } from 'lossless-json';
 import createClient, { type Client } from 'openapi-fetch';
+import { Webhook } from 'standardwebhooks';
 import { nextLinkTarget } from './link.js';
 import type { components, operations, paths } from './openapi-types.js';
 
@@ -28,6 +29,19 @@ export type Order = components['schemas']['Order'];
 export type NewOrder = components['schemas']['NewOrder'];
 export type OrderStatus = components['schemas']['OrderStatus'];
 export type ListOrdersQuery = NonNullable<operations['listOrders']['parameters']['query']>;
+export type Event = components['schemas']['Event'];
+export type EventType = components['schemas']['EventType'];
+export type ListEventsQuery = NonNullable<operations['listEvents']['parameters']['query']>;
+export type WebhookEndpoint = components['schemas']['WebhookEndpoint'];
+export type WebhookEndpointWithSecret = components['schemas']['WebhookEndpointWithSecret'];
+export type NewWebhookEndpoint = components['schemas']['NewWebhookEndpoint'];
+export type WebhookDelivery = components['schemas']['WebhookDelivery'];
+export type ListWebhookEndpointsQuery = NonNullable<
+  operations['listWebhookEndpoints']['parameters']['query']
+>;
+export type ListWebhookDeliveriesQuery = NonNullable<
+  operations['listWebhookDeliveries']['parameters']['query']
+>;
 
 /**
  * An answer other than the one asked for: the service's Error body, with the HTTP status. A key that
@@ -148,7 +162,7 @@ export interface OrderPage {
   next: ListOrdersQuery | undefined;
 }
 
-const INT64_FIELDS = new Set(['id', 'categoryId', 'petId']);
+const INT64_FIELDS = new Set(['id', 'categoryId', 'petId', 'eventId']);
 
 /** JSON with the API's int64 fields as bigint: JSON.parse would round them beyond 2^53. */
 function parseExact<T>(text: string): T {
@@ -167,7 +181,10 @@ function nextQuery<Q extends object>(link: string | null, baseUrl: string): Q | 
   if (target === undefined) return undefined;
   const query: Record<string, unknown> = {};
   for (const [name, value] of new URL(target, baseUrl).searchParams) {
-    query[name] = name === 'limit' ? Number(value) : name === 'petId' ? BigInt(value) : value;
+    if (name === 'type') query.type = [...((query.type as string[] | undefined) ?? []), value];
+    else
+      query[name] =
+        name === 'limit' ? Number(value) : name === 'petId' || name === 'after' ? BigInt(value) : value;
   }
   return query as Q;
 }
@@ -330,6 +347,137 @@ export class PetstoreClient {
     );
   }
 
+  /** listEvents: one page of the feed, in commit order; `next` while more may follow. */
+  async listEvents(
+    query: ListEventsQuery = {},
+  ): Promise<{ events: Event[]; next: ListEventsQuery | undefined }> {
+    const result = await this.#call(() => this.raw.GET('/events', { params: { query }, parseAs: 'text' }));
+    const events = this.#read<Event[]>(result);
+    return { events, next: nextQuery<ListEventsQuery>(result.response.headers.get('link'), this.#baseUrl) };
+  }
+
+  /**
+   * Every event after `after` (0: from the first), in order, page after page to the end of the feed.
+   * Keep the id of the last event processed: passing it as `after` later resumes exactly there, and
+   * no event is ever skipped, whatever commits meanwhile.
+   */
+  async *listAllEvents(query: ListEventsQuery = {}): AsyncGenerator<Event> {
+    let next: ListEventsQuery | undefined = query;
+    while (next) {
+      const page: { events: Event[]; next: ListEventsQuery | undefined } = await this.listEvents(next);
+      yield* page.events;
+      next = page.next;
+    }
+  }
+
+  async getEvent(eventId: number | bigint): Promise<Event> {
+    return this.#read<Event>(
+      await this.#call(() =>
+        this.raw.GET('/events/{eventId}', {
+          params: { path: { eventId: eventId as never } },
+          parseAs: 'text',
+        }),
+      ),
+    );
+  }
+
+  /** Registers an endpoint; the answer holds its signing secret, shown only now (and at a rotation). */
+  async createWebhookEndpoint(endpoint: NewWebhookEndpoint): Promise<WebhookEndpointWithSecret> {
+    return this.#read<WebhookEndpointWithSecret>(
+      await this.#call(() => this.raw.POST('/webhook-endpoints', { body: endpoint, parseAs: 'text' })),
+    );
+  }
+
+  async listWebhookEndpoints(
+    query: ListWebhookEndpointsQuery = {},
+  ): Promise<{ endpoints: WebhookEndpoint[]; next: ListWebhookEndpointsQuery | undefined }> {
+    const result = await this.#call(() =>
+      this.raw.GET('/webhook-endpoints', { params: { query }, parseAs: 'text' }),
+    );
+    const endpoints = this.#read<WebhookEndpoint[]>(result);
+    return {
+      endpoints,
+      next: nextQuery<ListWebhookEndpointsQuery>(result.response.headers.get('link'), this.#baseUrl),
+    };
+  }
+
+  async getWebhookEndpoint(endpointId: number | bigint): Promise<WebhookEndpoint> {
+    return this.#read<WebhookEndpoint>(
+      await this.#call(() =>
+        this.raw.GET('/webhook-endpoints/{endpointId}', {
+          params: { path: { endpointId: endpointId as never } },
+          parseAs: 'text',
+        }),
+      ),
+    );
+  }
+
+  /** Deletes the endpoint; its pending deliveries are dropped. */
+  async deleteWebhookEndpoint(endpointId: number | bigint): Promise<void> {
+    const result = await this.#call(() =>
+      this.raw.DELETE('/webhook-endpoints/{endpointId}', {
+        params: { path: { endpointId: endpointId as never } },
+        parseAs: 'text',
+      }),
+    );
+    if (!result.response.ok) this.#read<never>(result);
+  }
+
+  async enableWebhookEndpoint(endpointId: number | bigint): Promise<WebhookEndpoint> {
+    return this.#read<WebhookEndpoint>(
+      await this.#call(() =>
+        this.raw.POST('/webhook-endpoints/{endpointId}/enable', {
+          params: { path: { endpointId: endpointId as never } },
+          parseAs: 'text',
+        }),
+      ),
+    );
+  }
+
+  /** A new secret (in the answer); for 24 hours deliveries are signed with the old one too. */
+  async rotateWebhookEndpointSecret(endpointId: number | bigint): Promise<WebhookEndpointWithSecret> {
+    return this.#read<WebhookEndpointWithSecret>(
+      await this.#call(() =>
+        this.raw.POST('/webhook-endpoints/{endpointId}/rotate-secret', {
+          params: { path: { endpointId: endpointId as never } },
+          parseAs: 'text',
+        }),
+      ),
+    );
+  }
+
+  async listWebhookDeliveries(
+    endpointId: number | bigint,
+    query: ListWebhookDeliveriesQuery = {},
+  ): Promise<{ deliveries: WebhookDelivery[]; next: ListWebhookDeliveriesQuery | undefined }> {
+    const result = await this.#call(() =>
+      this.raw.GET('/webhook-endpoints/{endpointId}/deliveries', {
+        params: { path: { endpointId: endpointId as never }, query },
+        parseAs: 'text',
+      }),
+    );
+    const deliveries = this.#read<WebhookDelivery[]>(result);
+    return {
+      deliveries,
+      next: nextQuery<ListWebhookDeliveriesQuery>(result.response.headers.get('link'), this.#baseUrl),
+    };
+  }
+
+  /** Attempts the delivery again now; resolves to it, pending. */
+  async retryWebhookDelivery(
+    endpointId: number | bigint,
+    eventId: number | bigint,
+  ): Promise<WebhookDelivery> {
+    return this.#read<WebhookDelivery>(
+      await this.#call(() =>
+        this.raw.POST('/webhook-endpoints/{endpointId}/deliveries/{eventId}/retry', {
+          params: { path: { endpointId: endpointId as never, eventId: eventId as never } },
+          parseAs: 'text',
+        }),
+      ),
+    );
+  }
+
   /** The body as T, or a PetstoreError carrying the service's Error body. */
   #read<T>({ data, error, response }: { data?: unknown; error?: unknown; response: Response }): T {
     // openapi-fetch parses error bodies itself (they hold no int64 field, so that is exact enough).
@@ -337,4 +485,34 @@ export class PetstoreClient {
       throw new PetstoreError((typeof error === 'string' ? parseExact(error) : error) as ErrorBody);
     return parseExact<T>(String(data));
   }
+}
+
+/** A webhook delivery whose signature did not verify: not from the service, altered, or too old. */
+export class WebhookVerificationError extends Error {
+  override readonly name = 'WebhookVerificationError';
+}
+
+/**
+ * Verifies a webhook delivery as a receiver gets it (its raw body, not re-serialised JSON) with the
+ * reference Standard Webhooks library: the signature (either of two during a rotation) and a timestamp
+ * within five minutes. Resolves to the Event, int64 values as bigint; throws WebhookVerificationError.
+ * De-duplicate on `event.id` (the `webhook-id` header): a delivery may arrive more than once.
+ */
+export function verifyWebhook(
+  secret: string,
+  headers: Headers | Record<string, string | string[] | undefined>,
+  body: string | Buffer,
+): Event {
+  const flat: Record<string, string> = {};
+  if (headers instanceof Headers) headers.forEach((value, name) => (flat[name] = value));
+  else
+    for (const [name, value] of Object.entries(headers))
+      if (value !== undefined) flat[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : value;
+  const text = typeof body === 'string' ? body : body.toString('utf8');
+  try {
+    new Webhook(secret).verify(text, flat);
+  } catch (error) {
+    throw new WebhookVerificationError((error as Error).message, { cause: error });
+  }
+  return parseExact<Event>(text);
 }
