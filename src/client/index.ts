@@ -504,7 +504,7 @@ export function verifyWebhook(
   body: string | Buffer,
 ): Event {
   const flat: Record<string, string> = {};
-  if (headers instanceof Headers) headers.forEach((value, name) => (flat[name] = value));
+  if (headers instanceof Headers) for (const [name, value] of headers) flat[name] = value;
   else
     for (const [name, value] of Object.entries(headers))
       if (value !== undefined) flat[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : value;

@@ -5,12 +5,17 @@ import { AggregatorRegistry, Counter, collectDefaultMetrics, Gauge, Histogram, R
 import { Type } from 'typebox';
 import { StorageUnavailableError } from '../domain/errors.js';
 import type { Storage } from '../domain/storage.js';
+import type { PendingDeliveries } from '../domain/webhooks.js';
 import { interceptErrors } from '../storage/intercept-errors.js';
 import { NODE_VERSION, VERSION } from '../version.js';
 import { response } from './schemas/responses.js';
 import type { StorageOutage } from './storage-outage.js';
 
 const LABELS = ['method', 'route', 'status'] as const;
+/** One database query answers both webhook gauges of a scrape. */
+const PENDING_MAX_AGE_MS = 1_000;
+/** How long a scrape waits for those figures before showing the last ones. */
+const PENDING_WAIT_MS = 500;
 type Label = (typeof LABELS)[number];
 
 /** What operators scrape at GET /metrics, in Prometheus text format. */
@@ -77,8 +82,23 @@ export class ServiceMetrics {
       aggregator: 'first',
       registers: [this.registry],
     }).set({ version: VERSION, node: NODE_VERSION }, 1);
-    // The database's figures, the same seen from any process: under --workers, one value is kept, not the sum.
-    const pending = () => storage.webhooks.pending();
+    // The database's figures, the same seen from any process: under --workers, one value is kept, not
+    // the sum. One query per scrape for both; a database that does not answer within half a second
+    // leaves the last figures in place rather than failing the scrape (metrics matter most in an outage).
+    let last: PendingDeliveries = { count: 0, oldestAt: undefined };
+    let asked: { at: number; figures: Promise<PendingDeliveries> } | undefined;
+    const pending = (): Promise<PendingDeliveries> => {
+      if (asked && Date.now() - asked.at < PENDING_MAX_AGE_MS) return asked.figures;
+      const figures = Promise.race([
+        storage.webhooks.pending().then((fresh) => {
+          last = fresh;
+          return fresh;
+        }),
+        new Promise<PendingDeliveries>((resolve) => setTimeout(() => resolve(last), PENDING_WAIT_MS).unref()),
+      ]).catch(() => last);
+      asked = { at: Date.now(), figures };
+      return figures;
+    };
     new Gauge({
       name: 'petstore_webhook_deliveries_pending',
       help: 'Webhook deliveries waiting for an attempt (due or scheduled), on every node.',

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { StorageUnavailableError } from '../domain/errors.js';
 import { nextAttemptAt } from '../domain/retry-schedule.js';
 import type { AttemptOutcome, ClaimedDelivery, WebhookStore } from '../domain/webhooks.js';
 import type { WebhookSender } from './sender.js';
@@ -99,7 +100,7 @@ export class Deliverer {
       try {
         waitMs = await this.#claimAndStart();
       } catch (error) {
-        this.#o.log.warn({ err: error }, 'claiming webhook deliveries failed');
+        this.#logFailure(error, {}, 'claiming webhook deliveries failed');
         waitMs = STORAGE_PAUSE_MS;
       }
       if (waitMs > 0 && !this.#woken && !this.#stopping) await this.#sleep(waitMs);
@@ -142,6 +143,12 @@ export class Deliverer {
         done();
       };
     });
+  }
+
+  /** A database outage is logged once, when it begins and ends, by the storage; anything else here. */
+  #logFailure(error: unknown, context: object, message: string): void {
+    if (error instanceof StorageUnavailableError) return;
+    this.#o.log.warn({ err: error, ...context }, message);
   }
 
   async #attempt(delivery: ClaimedDelivery): Promise<void> {

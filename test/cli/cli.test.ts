@@ -366,7 +366,15 @@ describe('petstore keys', { concurrency: 4 }, () => {
         'scopes',
         'status',
       ]);
-      assert.deepEqual(key.scopes, ['pets:read', 'pets:write', 'orders:read', 'orders:write']);
+      assert.deepEqual(key.scopes, [
+        'pets:read',
+        'pets:write',
+        'orders:read',
+        'orders:write',
+        'events:read',
+        'webhooks:read',
+        'webhooks:write',
+      ]);
       assert.deepEqual([key.expiresAt, key.lastUsedAt, key.status], [null, null, 'active']);
       assert.match(key.id, /^\S+$/);
       assert.equal(key.key, `pst_…${secret.slice(-4)}`);
@@ -423,7 +431,7 @@ describe('petstore keys', { concurrency: 4 }, () => {
     assert.equal(season.code, 0, season.stderr);
     assert.match(
       season.stderr,
-      /\(season; pets:read,pets:write,orders:read,orders:write, expires 2031-03-31T00:00:00.000Z\)/,
+      /\(season; pets:read,pets:write,orders:read,orders:write,events:read,webhooks:read,webhooks:write, expires 2031-03-31T00:00:00.000Z\)/,
     );
     for (const result of [storefront, partner, season]) assert.match(result.stdout.trim(), KEY);
 
@@ -457,7 +465,7 @@ describe('petstore keys', { concurrency: 4 }, () => {
   for (const [args, message] of [
     [
       ['--scopes', 'pets:delete'],
-      /^petstore: unknown scope pets:delete; scopes are pets:read, pets:write, orders:read, orders:write$/,
+      /^petstore: unknown scope pets:delete; scopes are pets:read, pets:write, orders:read, orders:write, events:read, webhooks:read, webhooks:write$/,
     ],
     [['--scopes', 'pets:read,,orders:read'], /^petstore: --scopes must be a comma-separated list of /],
     [

@@ -23,7 +23,7 @@ describe('API key scopes and lifetimes', () => {
   for (const [list, message] of [
     [
       'pets:delete',
-      /^unknown scope pets:delete; scopes are pets:read, pets:write, orders:read, orders:write$/,
+      /^unknown scope pets:delete; scopes are pets:read, pets:write, orders:read, orders:write, events:read, webhooks:read, webhooks:write$/,
     ],
     ['pets:read,admin', /^unknown scope admin;/],
     ['', /^--scopes must be a comma-separated list of /],
@@ -82,7 +82,7 @@ describe('API key scopes and lifetimes', () => {
     assert.equal(keyStatus({ ...record, expiresAt: undefined }, new Date('2999-01-01T00:00:00Z')), 'active');
   });
 
-  test('when no scopes are asked for, then a new key has all four', () => {
+  test('when no scopes are asked for, then a new key has all seven', () => {
     assert.deepEqual(newApiKey('all', NOW).record.scopes, [...API_KEY_SCOPES]);
     assert.deepEqual(newApiKey('one', NOW, { scopes: ['orders:read'] }).record.scopes, ['orders:read']);
   });

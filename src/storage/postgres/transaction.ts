@@ -8,6 +8,13 @@ import { isConnectionLost } from './errors.js';
 export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let broken: Error | undefined;
+  // A connection that breaks (reset, server gone) rejects the statement under way and also emits
+  // 'error' on the client; the pool listens only to idle clients, and an 'error' nobody listens to
+  // would end the process. The statement's rejection is what this function acts on.
+  const onError = (error: Error) => {
+    broken = error;
+  };
+  client.on('error', onError);
   try {
     await client.query('BEGIN');
     const result = await work(client);
@@ -25,6 +32,7 @@ export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) =>
     }
     throw error;
   } finally {
+    client.removeListener('error', onError);
     client.release(broken);
   }
 }
