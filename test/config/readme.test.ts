@@ -1,16 +1,19 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, normalize } from 'node:path';
 import { after, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { Command } from 'commander';
 import ignore from 'ignore';
 import { petstoreProgram } from '../../src/cli/program.js';
 import { describeConfig } from '../../src/config/config.js';
 import { firstKeyMessage } from '../../src/server.js';
-import { killAllCliProcesses, startServe, tempDatabase } from '../support/cli.js';
+import { killAllCliProcesses, poll, startServe, tempDatabase } from '../support/cli.js';
 import { documents, READ_ME, REPO_ROOT_URL as REPO_ROOT, readDoc } from '../support/docs.js';
+import { freePort } from '../support/free-port.js';
 
 /** The front page, and the reference pages whose text these tests hold to the code. */
 const README = readDoc(READ_ME);
@@ -263,4 +266,87 @@ test('when the Try it and Store walkthroughs are run verbatim against a fresh st
       at = found + 1;
     }
   }
+});
+
+test('when the README webhook walkthrough is followed on a fresh start, then its receiver, written from the README, prints a verified pet.created for the pet of Try it', async (t) => {
+  const section = README.slice(
+    README.indexOf('\n## Events and webhooks\n'),
+    README.indexOf('\n## Production install\n'),
+  );
+  const shell = /```sh\n([\s\S]*?)```/.exec(section)?.[1] as string;
+  const receiverSource = /```js\n([\s\S]*?)```/.exec(section)?.[1] as string;
+  const [start, register, receiver, ...rest] = steps(shell);
+  assert.equal(start?.command, 'WEBHOOK_ALLOWED_NETWORKS=127.0.0.0/8 npm start');
+  assert.match(receiver?.command ?? '', /^WEBHOOK_SECRET=whsec_\.\.\. node receiver\.mjs$/);
+  assert.ok(
+    rest.length >= 1 && [register, receiver, ...rest].every((step) => (step?.expected.length ?? 0) > 0),
+  );
+
+  // The service as `npm start` runs it (serve), on a fresh database, with the README's setting.
+  const database = tempDatabase();
+  t.after(() => database.remove());
+  const server = await startServe({ DATABASE_URL: database.url, WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8' });
+  t.after(() => server.kill());
+  const key = await server.waitFor(
+    'the first key',
+    () => /^ {2}(pst_[A-Za-z0-9_-]{43})$/m.exec(server.stderr)?.[1],
+  );
+  // The receiver's port: the README's 4000, unless it is taken here.
+  const port = String(await freePort());
+  const local = (text: string) =>
+    text.replaceAll('http://127.0.0.1:3000', server.url).replaceAll('4000', port);
+  const run = promisify(execFile);
+  const sh = async (command: string) =>
+    (await run('bash', ['-c', local(command)], { env: { ...process.env, KEY: key } })).stdout;
+  const expectLines = (command: string, stdout: string, expected: string[]) => {
+    const lines = withoutInstants(stdout).split(/\r?\n/);
+    let at = 0;
+    for (const line of expected.map(withoutInstants)) {
+      const pattern = new RegExp(
+        `^${line
+          .split('…')
+          .map((part) => part.replaceAll(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+          .join('.*')}$`,
+      );
+      const found = lines.findIndex((printed, index) => index >= at && pattern.test(printed));
+      assert.ok(found >= 0, `${command}\nprinted:\n${stdout}\nnot, in this order: ${line}`);
+      at = found + 1;
+    }
+  };
+
+  const registered = await sh(register?.command as string);
+  expectLines(register?.command as string, registered, (register?.expected ?? []).map(local));
+  const secret = /"secret":"(whsec_[^"]+)"/.exec(registered)?.[1] as string;
+  assert.ok(secret);
+
+  // The receiver exactly as the README writes it, where `standardwebhooks` resolves (this install's).
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-receiver-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  symlinkSync(fileURLToPath(new URL('node_modules', REPO_ROOT)), join(dir, 'node_modules'));
+  writeFileSync(join(dir, 'receiver.mjs'), local(receiverSource));
+  const child = spawn(process.execPath, ['receiver.mjs'], {
+    cwd: dir,
+    env: { ...process.env, WEBHOOK_SECRET: secret },
+  });
+  t.after(() => child.kill());
+  let printed = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    printed += chunk.toString();
+  });
+  await poll('the receiver to listen', () =>
+    fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: '{}' }).then(
+      (res) => (res.status === 400 ? true : undefined),
+      () => undefined,
+    ),
+  );
+
+  // Try it's first command adds Rex; the receiver prints what the README says.
+  const tryIt = README.slice(README.indexOf('\n## Try it\n'));
+  const addRex = steps(/```sh\n([\s\S]*?)```/.exec(tryIt)?.[1] as string).find((step) =>
+    step.command.startsWith('curl'),
+  );
+  await sh(addRex?.command as string);
+  await poll('the receiver to print the event', () => (printed.includes('\n') ? true : undefined));
+  expectLines(receiver?.command as string, printed, receiver?.expected ?? []);
+  for (const step of rest) expectLines(step.command, await sh(step.command), step.expected.map(local));
 });
