@@ -88,6 +88,26 @@ export function renderReport(run: Run): string {
     lines.push('');
   }
 
+  // One webhook endpoint against none: what recording events and deliveries costs a create.
+  const withHook = run.rows.filter((r) => r.scenario === 'create-with-webhook' && r.backend !== 'reference');
+  if (withHook.length > 0) {
+    lines.push('### create with one webhook endpoint against create without', '');
+    lines.push(
+      '| target | pets | create req/s | with webhook req/s | kept (throughput) | CPU µs/req | with webhook CPU µs/req |',
+    );
+    lines.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+    for (const row of withHook) {
+      const plain = run.rows.find(
+        (r) => r.scenario === 'create' && r.target === row.target && r.size === row.size,
+      );
+      if (!plain) continue;
+      lines.push(
+        `| ${row.target} | ${sizeLabel(row.size)} | ${Math.round(plain.requestsPerSecond)} | ${Math.round(row.requestsPerSecond)} | ${fixed(row.requestsPerSecond / plain.requestsPerSecond, 2)} | ${fixed(plain.cpuMicrosPerRequest, 0)} | ${fixed(row.cpuMicrosPerRequest, 0)} |`,
+      );
+    }
+    lines.push('');
+  }
+
   const sizes = [...new Set(run.rows.map((row) => row.size))].sort((a, b) => a - b);
   const [small, large] = [sizes[0], sizes[sizes.length - 1]];
   if (small !== undefined && large !== undefined && small !== large) {

@@ -18,7 +18,8 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer as createHttpServer, type Server } from 'node:http';
+import { type AddressInfo, createServer } from 'node:net';
 import { availableParallelism, cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -104,6 +105,8 @@ function serviceEnv(databaseUrl: string, extra: Record<string, string> = {}): No
     PETSTORE_API_KEYS: KEY,
     // The load is one key at 32 connections: the per-key limit would answer most of it 429.
     RATE_LIMIT_PER_SECOND: '0',
+    // create-with-webhook delivers to a receiver in this process, on 127.0.0.1.
+    WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
     ...(args['log-level'] ? { LOG_LEVEL: args['log-level'] as string } : {}),
     // --env NAME=VALUE, repeatable: service settings to compare, e.g. --env LOG_REQUESTS=false.
     ...Object.fromEntries((args.env as string[]).map((pair) => pair.split(/=(.*)/s).slice(0, 2))),
@@ -268,6 +271,7 @@ async function load(
     seconds: duration,
     mix: trafficFor(scenario, target.dataset),
   };
+  const hook = scenario === 'create-with-webhook' ? await registerWebhook(target) : undefined;
   let peakRss = 0;
   const pid = target.child.pid as number;
   const cpuBefore = cpuMicros(pid);
@@ -283,8 +287,39 @@ async function load(
     };
   } finally {
     clearInterval(sampler);
+    await hook?.();
   }
 }
+
+/**
+ * A receiver in this process (answering 204 at once) and one endpoint registered to it on the target;
+ * resolves to what removes the endpoint. The reference has no webhooks: it is loaded as for create.
+ */
+async function registerWebhook(target: Target): Promise<(() => Promise<void>) | undefined> {
+  if (target.backend === 'reference' || target.backend === 'floor') return undefined;
+  receiver ??= await new Promise<Server>((resolve) => {
+    const server = createHttpServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(204).end());
+    });
+    server.listen(0, '127.0.0.1', () => resolve(server));
+  });
+  const { port } = receiver.address() as AddressInfo;
+  const headers = { authorization: `Bearer ${target.key}`, 'content-type': 'application/json' };
+  const res = await fetch(`${target.url}/v1/webhook-endpoints`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ url: `http://127.0.0.1:${port}/bench` }),
+  });
+  if (res.status !== 201)
+    throw new Error(`registering the webhook endpoint: ${res.status} ${await res.text()}`);
+  const { id } = (await res.json()) as { id: number };
+  return async () => {
+    await fetch(`${target.url}/v1/webhook-endpoints/${id}`, { method: 'DELETE', headers });
+  };
+}
+
+let receiver: Server | undefined;
 
 /** What the Express version implements (its cursors are its own, so it has no deep pages). */
 const EXPRESS_SCENARIOS: ReadonlySet<Scenario> = new Set(['list', 'list-status', 'get', 'create']);
@@ -423,6 +458,7 @@ async function main(): Promise<void> {
   } finally {
     await stop(reference.child);
     await stop(floor.child);
+    receiver?.close();
   }
 
   const machine = {

@@ -25,6 +25,7 @@ export const SCENARIOS = [
   'page',
   'get',
   'create',
+  'create-with-webhook',
   'mixed',
   'place-order',
   'list-orders',
@@ -63,6 +64,9 @@ export function trafficFor(scenario: Scenario, { size, deepPages }: Dataset): Tr
     case 'get':
       return [get];
     case 'create':
+    // The same creates, with one webhook endpoint registered (bench/run.ts): each create's event and
+    // delivery row ride its commit, and the delivery is made off the request path.
+    case 'create-with-webhook':
       return [{ kind: 'create' }];
     case 'place-order':
       return [{ kind: 'place' }];

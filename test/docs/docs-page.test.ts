@@ -67,6 +67,33 @@ describe('docs page in a real browser', () => {
     }
   });
 
+  test('when the page loads, then the events and webhooks groups show their operations, and a webhook endpoint shows its true example', async () => {
+    const groups = await page.locator('.opblock-tag').allTextContents();
+    assert.ok(
+      groups.some((g) => g.startsWith('events')) && groups.some((g) => g.startsWith('webhooks')),
+      groups.join(' | '),
+    );
+    for (const operation of ['listEvents', 'getEvent'])
+      assert.equal(await page.locator(`#operations-events-${operation}`).count(), 1, operation);
+    for (const operation of [
+      'createWebhookEndpoint',
+      'listWebhookEndpoints',
+      'getWebhookEndpoint',
+      'deleteWebhookEndpoint',
+      'enableWebhookEndpoint',
+      'rotateWebhookEndpointSecret',
+      'listWebhookDeliveries',
+      'retryWebhookDelivery',
+    ])
+      assert.equal(await page.locator(`#operations-webhooks-${operation}`).count(), 1, operation);
+    const create = page.locator('#operations-webhooks-createWebhookEndpoint');
+    await create.locator('.opblock-summary').click();
+    const shown = await create.locator('.responses-wrapper').innerText();
+    assert.match(shown, /"secret": "whsec_/);
+    assert.match(shown, /"url": "https:\/\/hooks\.example\.com\/animal-store"/);
+    await create.locator('.opblock-summary').click();
+  });
+
   test('when a key is pasted and listPets is executed at once (try-it-out is on), then the live call shows the stored pet with its int64 exact', async () => {
     await page
       .getByRole('button', { name: /Authorize/ })
