@@ -4,7 +4,7 @@ import type { ApiKeyRecord, ApiKeyStore, ApiKeyUse } from './storage.js';
  * How long a key lookup's answer is trusted without asking the database again. Every request looks its
  * key up: a lookup per request doubled the round trips of a `get` on PostgreSQL, and a flood of requests
  * with one bad key cost a query each (a valid client's throughput fell from 731 to 68 requests/s).
- * DECISIONS.md allows a revocation to take "seconds" to reach every node: a revoked key is refused, and
+ * docs/api.md allows a revocation to take "seconds" to reach every node: a revoked key is refused, and
  * a newly created one accepted, everywhere within this bound. Expiry needs no bound of its own: the
  * remembered record carries its expiry, which ApiKeyVerifier compares with its clock on every request.
  */

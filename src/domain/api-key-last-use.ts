@@ -1,6 +1,6 @@
 import type { ApiKeyStore, ApiKeyUse } from './storage.js';
 
-/** DECISIONS.md: last use is kept coarse, at most one write per key per minute (per process). */
+/** docs/api.md: last use is kept coarse, at most one write per key per minute (per process). */
 export const LAST_USE_FLUSH_MS = 60_000;
 
 /**

@@ -3,7 +3,7 @@ import { KEY_CACHE_TTL_MS } from './api-key-cache.js';
 import type { ApiKeyRecord, ApiKeyStore } from './storage.js';
 
 /**
- * DECISIONS.md: what a key may do. A read (GET) needs its group's `:read`, anything else its `:write`.
+ * docs/api.md: what a key may do. A read (GET) needs its group's `:read`, anything else its `:write`.
  * The order is the order keys list and the OpenAPI document show them in.
  */
 export const API_KEY_SCOPES = [
@@ -169,7 +169,7 @@ export class ApiKeyVerifier {
     used?: (apiKeyHash: string, at: Date) => void,
   ) {
     this.#store = store;
-    // DECISIONS.md: keys from PETSTORE_API_KEYS have every scope.
+    // docs/api.md: keys from PETSTORE_API_KEYS have every scope.
     this.#configured = new Map(
       configuredKeys
         .map(hashApiKey)
@@ -219,7 +219,7 @@ export class ApiKeyVerifier {
     return this.#store.findActiveByHash(hash).then((key) => {
       if (key === undefined) return undefined;
       const now = this.#now();
-      // An expired key is refused exactly as an unknown one (DECISIONS.md).
+      // An expired key is refused exactly as an unknown one (docs/api.md).
       if (keyStatus(key, now) !== 'active') return undefined;
       this.#used?.(hash, now);
       return { apiKeyHash: hash, scopes: key.scopes };
@@ -228,7 +228,7 @@ export class ApiKeyVerifier {
 }
 
 /**
- * DECISIONS.md: when no key exists at all, the first start creates one so a new user is one copy-paste
+ * docs/api.md: when no key exists at all, the first start creates one so a new user is one copy-paste
  * from a working request. Returns the new key's secret, or undefined when keys already exist.
  */
 export async function ensureFirstApiKey(

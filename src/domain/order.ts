@@ -1,7 +1,7 @@
 import type { PetStatus } from './pet.js';
 
 /**
- * The life of an order (DECISIONS.md, "The Store: orders"): placed, then delivered or cancelled, and
+ * The life of an order (docs/api.md, "The Store: orders"): placed, then delivered or cancelled, and
  * never anything after that.
  */
 export const ORDER_STATUSES = ['placed', 'delivered', 'cancelled'] as const;

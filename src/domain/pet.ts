@@ -2,7 +2,7 @@
 export const PET_STATUSES = ['available', 'pending', 'sold'] as const;
 export type PetStatus = (typeof PET_STATUSES)[number];
 
-/** DECISIONS.md: a pet created without a status is available. */
+/** docs/api.md: a pet created without a status is available. */
 export const DEFAULT_PET_STATUS: PetStatus = 'available';
 
 /** An animal as the service stores and returns it. int64 values are bigints so none is ever rounded. */

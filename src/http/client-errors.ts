@@ -18,7 +18,7 @@ type HttpSocket = Socket & { _httpMessage?: { headersSent: boolean } | null };
 /**
  * Answers what never became a complete request: bytes Node's parser refuses before Fastify sees a
  * request (a garbage request line, conflicting Content-Length headers, NUL in a header, an oversized
- * head), and a client too slow to send its headers or its whole request (DECISIONS.md "Slow clients":
+ * head), and a client too slow to send its headers or its whole request (docs/api.md "Slow clients":
  * 408). Each gets the Error body, written raw, and the connection is closed.
  */
 export function answerClientError(error: NodeJS.ErrnoException, socket: HttpSocket): void {

@@ -2,7 +2,7 @@ import type { OrderStatus } from '../domain/order.js';
 import type { PetStatus } from '../domain/pet.js';
 
 /**
- * Every link the service emits (Location, Link next, the deprecation link). DECISIONS.md: absolute
+ * Every link the service emits (Location, Link next, the deprecation link). docs/api.md: absolute
  * when PUBLIC_BASE_URL is set, path-absolute (`/v1/...`) otherwise.
  */
 export class Links {

@@ -18,7 +18,7 @@ export interface OpenApiOptions {
  */
 export const openApi = fp(
   async (app: FastifyInstance, options: OpenApiOptions) => {
-    // DECISIONS.md: the serving instance first, so a docs page's "try it" calls the service that serves it.
+    // docs/api.md: the serving instance first, so a docs page's "try it" calls the service that serves it.
     const servers = [{ url: '/v1', description: 'This instance' }];
     if (options.publicBaseUrl) servers.push({ url: options.publicBaseUrl, description: 'Production' });
     if (options.stagingBaseUrl) servers.push({ url: options.stagingBaseUrl, description: 'Staging' });

@@ -8,7 +8,7 @@ import { errorResponse } from './schemas/responses.js';
 declare module 'fastify' {
   interface FastifyContextConfig {
     /**
-     * The scope a /v1 operation needs (DECISIONS.md: GET needs its group's `:read`, the others its
+     * The scope a /v1 operation needs (docs/api.md: GET needs its group's `:read`, the others its
      * `:write`), declared once beside the route: the check, the security requirement and the 403 of the
      * OpenAPI document all come from it.
      */

@@ -4,7 +4,7 @@ import { INT64_MAX, INT64_MIN } from '../domain/pet.js';
 
 /**
  * Request validation. Ajv, configured for the contract rather than Fastify's defaults:
- * - no type coercion in bodies (DECISIONS.md: `"1"` is not an integer) and no silent removal of
+ * - no type coercion in bodies (docs/api.md: `"1"` is not an integer) and no silent removal of
  *   unknown properties (a typo must be refused, not dropped);
  * - integers are checked exactly, as bigints, so int64 values beyond 2^53 are neither rounded nor let
  *   through out of range. Ajv's own `integer` type cannot do this (it sees doubles), so every

@@ -118,13 +118,8 @@ async function differingPets(from: Storage, to: Storage, batchSize: number): Pro
 }
 
 /** Every order in id order, a keyset page at a time. */
-export async function* orderBatches(storage: Storage, batchSize: number): AsyncGenerator<Order[]> {
-  for (let afterId = 0n; ; ) {
-    const batch = await storage.orders.list({ afterId, limit: batchSize });
-    if (batch.length === 0) return;
-    yield batch;
-    afterId = (batch[batch.length - 1] as Order).id;
-  }
+export function orderBatches(storage: Storage, batchSize: number): AsyncGenerator<Order[]> {
+  return keysetBatches((afterId) => storage.orders.list({ afterId, limit: batchSize }));
 }
 
 /**
@@ -153,13 +148,8 @@ async function* pairs<T extends { id: bigint }>(
 }
 
 /** Every pet in id order, a keyset page at a time: memory stays flat however many there are. */
-export async function* petBatches(storage: Storage, batchSize: number): AsyncGenerator<Pet[]> {
-  for (let afterId = 0n; ; ) {
-    const batch = await storage.pets.list({ afterId, limit: batchSize });
-    if (batch.length === 0) return;
-    yield batch;
-    afterId = (batch[batch.length - 1] as Pet).id;
-  }
+export function petBatches(storage: Storage, batchSize: number): AsyncGenerator<Pet[]> {
+  return keysetBatches((afterId) => storage.pets.list({ afterId, limit: batchSize }));
 }
 
 /** A row held under one id by both sides, differently: never overwritten, only reported. */

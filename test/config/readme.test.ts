@@ -220,6 +220,23 @@ const withoutInstants = (text: string) =>
 
 after(() => killAllCliProcesses());
 
+/** `stdout` holds the README's quoted lines, in this order; `…` stands for what differs from run to run. */
+function assertPrinted(command: string, stdout: string, expected: string[]): void {
+  const lines = withoutInstants(stdout).split(/\r?\n/);
+  let at = 0;
+  for (const line of expected.map(withoutInstants)) {
+    const pattern = new RegExp(
+      `^${line
+        .split('…')
+        .map((part) => part.replaceAll(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+        .join('.*')}$`,
+    );
+    const found = lines.findIndex((printed, index) => index >= at && pattern.test(printed));
+    assert.ok(found >= 0, `${command}\nprinted:\n${stdout}\nnot, in this order: ${line}`);
+    at = found + 1;
+  }
+}
+
 test('when the Try it and Store walkthroughs are run verbatim against a fresh start, then every command prints what the README says', async (t) => {
   const database = tempDatabase();
   t.after(() => database.remove());
@@ -251,20 +268,7 @@ test('when the Try it and Store walkthroughs are run verbatim against a fresh st
       env: { ...process.env, KEY: key },
       maxBuffer: 16 * 1024 * 1024,
     });
-    const lines = withoutInstants(stdout).split(/\r?\n/);
-    let at = 0;
-    for (const line of expected.map(withoutInstants)) {
-      // `…` stands for what differs from run to run (a cursor).
-      const pattern = new RegExp(
-        `^${line
-          .split('…')
-          .map((part) => part.replaceAll(/[.*+?^${}()|[\]\\]/g, '\\$&'))
-          .join('.*')}$`,
-      );
-      const found = lines.findIndex((printed, index) => index >= at && pattern.test(printed));
-      assert.ok(found >= 0, `${command}\nprinted:\n${stdout}\nnot, in this order: ${line}`);
-      at = found + 1;
-    }
+    assertPrinted(command, stdout, expected);
   }
 });
 
@@ -298,24 +302,9 @@ test('when the README webhook walkthrough is followed on a fresh start, then its
   const run = promisify(execFile);
   const sh = async (command: string) =>
     (await run('bash', ['-c', local(command)], { env: { ...process.env, KEY: key } })).stdout;
-  const expectLines = (command: string, stdout: string, expected: string[]) => {
-    const lines = withoutInstants(stdout).split(/\r?\n/);
-    let at = 0;
-    for (const line of expected.map(withoutInstants)) {
-      const pattern = new RegExp(
-        `^${line
-          .split('…')
-          .map((part) => part.replaceAll(/[.*+?^${}()|[\]\\]/g, '\\$&'))
-          .join('.*')}$`,
-      );
-      const found = lines.findIndex((printed, index) => index >= at && pattern.test(printed));
-      assert.ok(found >= 0, `${command}\nprinted:\n${stdout}\nnot, in this order: ${line}`);
-      at = found + 1;
-    }
-  };
 
   const registered = await sh(register?.command as string);
-  expectLines(register?.command as string, registered, (register?.expected ?? []).map(local));
+  assertPrinted(register?.command as string, registered, (register?.expected ?? []).map(local));
   const secret = /"secret":"(whsec_[^"]+)"/.exec(registered)?.[1] as string;
   assert.ok(secret);
 
@@ -347,6 +336,6 @@ test('when the README webhook walkthrough is followed on a fresh start, then its
   );
   await sh(addRex?.command as string);
   await poll('the receiver to print the event', () => (printed.includes('\n') ? true : undefined));
-  expectLines(receiver?.command as string, printed, receiver?.expected ?? []);
-  for (const step of rest) expectLines(step.command, await sh(step.command), step.expected.map(local));
+  assertPrinted(receiver?.command as string, printed, receiver?.expected ?? []);
+  for (const step of rest) assertPrinted(step.command, await sh(step.command), step.expected.map(local));
 });

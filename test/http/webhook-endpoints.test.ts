@@ -24,6 +24,14 @@ interface EndpointBody {
 }
 
 const SECRET = /^whsec_[A-Za-z0-9+/]{43}=$/;
+/** Every operation on one endpoint, as a method and what follows /v1/webhook-endpoints/{id}. */
+const ON_ONE_ENDPOINT = [
+  ['GET', ''],
+  ['DELETE', ''],
+  ['POST', '/enable'],
+  ['POST', '/rotate-secret'],
+  ['GET', '/deliveries'],
+] as const;
 
 for (const backend of backends) {
   backend.describe(`webhook endpoints (${backend.name})`, () => {
@@ -195,13 +203,7 @@ for (const backend of backends) {
       const deleted = await server.request('DELETE', `/v1/webhook-endpoints/${created.id}`);
       assert.equal(deleted.status, 204);
       assert.equal(deleted.text, '');
-      for (const [method, path] of [
-        ['GET', ''],
-        ['DELETE', ''],
-        ['POST', '/enable'],
-        ['POST', '/rotate-secret'],
-        ['GET', '/deliveries'],
-      ] as const)
+      for (const [method, path] of ON_ONE_ENDPOINT)
         assertError(
           await server.request(method, `/v1/webhook-endpoints/${created.id}${path}`),
           404,
@@ -219,13 +221,7 @@ for (const backend of backends) {
 
     test('when ids are not integers from 1 to 2^63-1, then 400 naming them', async () => {
       for (const id of ['0', 'abc', '-1', '9223372036854775808', '1.5'])
-        for (const [method, suffix] of [
-          ['GET', ''],
-          ['DELETE', ''],
-          ['POST', '/enable'],
-          ['POST', '/rotate-secret'],
-          ['GET', '/deliveries'],
-        ] as const)
+        for (const [method, suffix] of ON_ONE_ENDPOINT)
           assertError(
             await server.request(method, `/v1/webhook-endpoints/${id}${suffix}`),
             400,

@@ -1,7 +1,7 @@
 import { type Static, Type } from 'typebox';
 
 /**
- * DECISIONS.md: the stable error codes, each with the one HTTP status it travels with. Two are this
+ * docs/api.md: the stable error codes, each with the one HTTP status it travels with. Two are this
  * service's additions (docs/api.md, API decisions), for answers HTTP prescribes that no listed code can
  * carry with its own status: `expectation_failed` (417, RFC 9110 §10.1.1) and
  * `request_header_fields_too_large` (431, RFC 6585 §5).

@@ -7,7 +7,7 @@ import {
 import { Cursor, Int64, Limit, ref } from './common.js';
 
 /**
- * The Store's orders as DECISIONS.md states them ("The Store: orders"). Like the pets schemas, these
+ * The Store's orders as docs/api.md states them ("The Store: orders"). Like the pets schemas, these
  * validate requests, type the handlers, drive serialisation and are the OpenAPI document's components.
  */
 

@@ -53,7 +53,7 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
      id         integer     PRIMARY KEY CHECK (id = 1),
      checked_at timestamptz NOT NULL
    );`,
-  // The Store (DECISIONS.md): orders, and placeOrder's Idempotency-Key records. Pets and keys are left
+  // The Store (docs/api.md): orders, and placeOrder's Idempotency-Key records. Pets and keys are left
   // as they are.
   `CREATE TABLE orders (
      -- BY DEFAULT, not ALWAYS: migrate-data inserts orders with the ids they had in the source.
@@ -77,7 +77,7 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
      PRIMARY KEY (api_key_hash, key)
    );
    CREATE INDEX order_idempotency_keys_created_at ON order_idempotency_keys (created_at);`,
-  // API key scopes and lifetimes (DECISIONS.md). Keys that exist keep working with all four scopes (a
+  // API key scopes and lifetimes (docs/api.md). Keys that exist keep working with all four scopes (a
   // constant default: no table rewrite), while a key inserted without scopes has none.
   `ALTER TABLE api_keys
      ADD COLUMN scopes       text[] NOT NULL DEFAULT ARRAY['pets:read', 'pets:write', 'orders:read', 'orders:write'],

@@ -50,7 +50,7 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
      id         INTEGER PRIMARY KEY CHECK (id = 1),
      checked_at INTEGER NOT NULL
    );`,
-  // The Store (DECISIONS.md): orders, placed_at in epoch milliseconds, and placeOrder's Idempotency-Key
+  // The Store (docs/api.md): orders, placed_at in epoch milliseconds, and placeOrder's Idempotency-Key
   // records. Pets and keys are left as they are.
   `CREATE TABLE orders (
      id        INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -73,7 +73,7 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
      PRIMARY KEY (api_key_hash, key)
    );
    CREATE INDEX order_idempotency_keys_created_at ON order_idempotency_keys (created_at);`,
-  // API key scopes and lifetimes (DECISIONS.md). Scopes are space-separated (RFC 6749 §3.3); keys that
+  // API key scopes and lifetimes (docs/api.md). Scopes are space-separated (RFC 6749 §3.3); keys that
   // exist keep working with all four, while a key inserted without scopes has none. Instants as text.
   `ALTER TABLE api_keys ADD COLUMN scopes TEXT NOT NULL DEFAULT '';
    UPDATE api_keys SET scopes = 'pets:read pets:write orders:read orders:write';
