@@ -125,7 +125,13 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
      lease_until          timestamptz,
      PRIMARY KEY (endpoint_id, event_id)
    );
+   -- The next delivery due, overall and per endpoint, and each endpoint's leases: index lookups, whatever
+   -- the backlog.
    CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending';
+   CREATE INDEX webhook_deliveries_endpoint_due ON webhook_deliveries (endpoint_id, next_attempt_at)
+     WHERE status = 'pending';
+   CREATE INDEX webhook_deliveries_leased ON webhook_deliveries (endpoint_id, lease_until)
+     WHERE lease_until IS NOT NULL;
    CREATE INDEX webhook_deliveries_event ON webhook_deliveries (event_id);
 
    UPDATE api_keys SET scopes = scopes || ARRAY['events:read', 'webhooks:read', 'webhooks:write']

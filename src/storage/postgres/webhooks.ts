@@ -15,12 +15,26 @@ import type {
   WebhookEndpointStatus,
   WebhookStore,
 } from '../../domain/webhooks.js';
+import { CreateBatcher } from '../create-batcher.js';
 import { countRows } from './count.js';
 import { WEBHOOKS_CHANNEL } from './events.js';
 import { inTransaction } from './transaction.js';
 
 /** Claimers on every node take turns under this lock: the per-endpoint bound counts every node's leases. */
 const CLAIM_LOCK = 7_304_118_263_520_003n;
+/**
+ * Delivery bookkeeping (leases, attempt results) commits without waiting for the write-ahead log to be
+ * flushed: a server crash could lose the last of it, and the worst that costs is an attempt made again,
+ * which at-least-once delivery allows. Changes and their events keep synchronous_commit on.
+ */
+const RELAXED = 'SET LOCAL synchronous_commit = off';
+
+interface AttemptResult {
+  delivery: ClaimedDelivery;
+  outcome: AttemptOutcome;
+  disableIfFailingSince: Date;
+}
+
 /** How soon a LISTEN connection that broke is opened again. */
 const RELISTEN_MS = 1_000;
 
@@ -46,19 +60,6 @@ interface DeliveryRow {
   next_attempt_at: Date | null;
   last_response_status: number | null;
   last_error: string | null;
-}
-
-interface DueRow {
-  endpoint_id: bigint;
-  event_id: bigint;
-  attempts: number;
-  url: string;
-  secret: string;
-  previous_secret: string | null;
-  previous_secret_until: Date | null;
-  type: EventType;
-  occurred_at: Date;
-  data: string;
 }
 
 const ENDPOINT_COLUMNS =
@@ -99,6 +100,9 @@ export class PostgresWebhookStore implements WebhookStore {
   readonly #pool: pg.Pool;
   readonly #url: string;
   readonly #listeners = new Set<() => void>();
+  readonly #results = new CreateBatcher<AttemptResult, AttemptRecorded>((results) =>
+    this.#recordAll(results),
+  );
   #listening: pg.Client | undefined;
   #closed = false;
 
@@ -185,6 +189,11 @@ export class PostgresWebhookStore implements WebhookStore {
     return rows[0] && toDelivery(rows[0]);
   }
 
+  /**
+   * Endpoint by endpoint (each bounded by what every node has leased already), the deliveries due first,
+   * through the (endpoint_id, next_attempt_at) index: a backlog on one endpoint costs the others
+   * nothing. A leased delivery is due again when its lease ends: a node that dies lets it go.
+   */
   async claimDue(
     now: Date,
     leaseUntil: Date,
@@ -192,126 +201,159 @@ export class PostgresWebhookStore implements WebhookStore {
     perEndpoint: number,
   ): Promise<ClaimedDelivery[]> {
     return inTransaction(this.#pool, async (client) => {
-      await client.query('SELECT pg_advisory_xact_lock($1)', [CLAIM_LOCK]);
-      const leased = new Map<bigint, number>();
-      const { rows: counts } = await client.query<{ endpoint_id: bigint; n: bigint }>(
-        `SELECT endpoint_id, count(*) AS n FROM webhook_deliveries
-         WHERE status = 'pending' AND lease_until > $1 GROUP BY endpoint_id`,
-        [now],
-      );
-      for (const { endpoint_id, n } of counts) leased.set(endpoint_id, Number(n));
-      const { rows: due } = await client.query<DueRow>(
-        `SELECT * FROM (
-           SELECT d.endpoint_id, d.event_id, d.attempts, w.url, w.secret, w.previous_secret,
-                  w.previous_secret_until, e.type, e.occurred_at, e.data, d.next_attempt_at,
-                  row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at) AS rank
-           FROM webhook_deliveries d
-           JOIN webhook_endpoints w ON w.id = d.endpoint_id
-           JOIN events e ON e.id = d.event_id
-           WHERE d.status = 'pending' AND d.next_attempt_at <= $1 AND (d.lease_until IS NULL OR d.lease_until <= $1)
-             AND w.status = 'enabled'
-         ) AS due WHERE rank <= $2 ORDER BY next_attempt_at LIMIT $3`,
-        [now, perEndpoint, limit * 2],
-      );
+      await client.query(RELAXED);
+      await client.query({
+        name: 'webhooks_claim_lock',
+        text: 'SELECT pg_advisory_xact_lock($1)',
+        values: [CLAIM_LOCK],
+      });
+      const { rows: endpoints } = await client.query<EndpointRow & { leased: number }>({
+        name: 'webhooks_claim_endpoints',
+        text: `SELECT ${ENDPOINT_COLUMNS},
+                 (SELECT count(*)::int FROM webhook_deliveries d
+                  WHERE d.endpoint_id = w.id AND d.lease_until > $1 AND d.status = 'pending') AS leased
+               FROM webhook_endpoints w WHERE status = 'enabled' ORDER BY id`,
+        values: [now],
+      });
       const claimed: ClaimedDelivery[] = [];
-      for (const row of due) {
-        if (claimed.length >= limit) break;
-        const n = leased.get(row.endpoint_id) ?? 0;
-        if (n >= perEndpoint) continue;
-        leased.set(row.endpoint_id, n + 1);
-        const previousSigns =
-          row.previous_secret !== null &&
-          row.previous_secret_until !== null &&
-          row.previous_secret_until.getTime() > now.getTime();
-        claimed.push({
-          endpointId: row.endpoint_id,
-          eventId: row.event_id,
-          attempts: row.attempts,
-          url: row.url,
-          secrets: previousSigns ? [row.secret, row.previous_secret as string] : [row.secret],
-          body: eventJson({ id: row.event_id, type: row.type, occurredAt: row.occurred_at, data: row.data }),
-          leaseUntil,
+      for (const endpoint of endpoints) {
+        const free = Math.min(perEndpoint - endpoint.leased, limit - claimed.length);
+        if (free <= 0) continue;
+        const { rows } = await client.query<{
+          event_id: bigint;
+          attempts: number;
+          type: EventType;
+          occurred_at: Date;
+          data: string;
+        }>({
+          name: 'webhooks_claim_due',
+          text: `WITH due AS (
+                   SELECT event_id FROM webhook_deliveries
+                   WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at <= $2
+                   ORDER BY next_attempt_at LIMIT $3
+                 ), leased AS (
+                   UPDATE webhook_deliveries d SET lease_until = $4, next_attempt_at = $4
+                   FROM due WHERE d.endpoint_id = $1 AND d.event_id = due.event_id
+                   RETURNING d.event_id, d.attempts
+                 )
+                 SELECT leased.event_id, leased.attempts, e.type, e.occurred_at, e.data
+                 FROM leased JOIN events e ON e.id = leased.event_id`,
+          values: [endpoint.id, now, free, leaseUntil],
         });
-      }
-      if (claimed.length > 0) {
-        await client.query(
-          `UPDATE webhook_deliveries SET lease_until = $1
-           FROM unnest($2::bigint[], $3::bigint[]) AS c(endpoint_id, event_id)
-           WHERE webhook_deliveries.endpoint_id = c.endpoint_id AND webhook_deliveries.event_id = c.event_id`,
-          [leaseUntil, claimed.map((c) => c.endpointId), claimed.map((c) => c.eventId)],
-        );
+        const previousSigns =
+          endpoint.previous_secret !== null &&
+          endpoint.previous_secret_until !== null &&
+          endpoint.previous_secret_until.getTime() > now.getTime();
+        const secrets = previousSigns
+          ? [endpoint.secret, endpoint.previous_secret as string]
+          : [endpoint.secret];
+        for (const row of rows)
+          claimed.push({
+            endpointId: endpoint.id,
+            eventId: row.event_id,
+            attempts: row.attempts,
+            url: endpoint.url,
+            secrets,
+            body: eventJson({
+              id: row.event_id,
+              type: row.type,
+              occurredAt: row.occurred_at,
+              data: row.data,
+            }),
+            leaseUntil,
+          });
+        if (claimed.length >= limit) break;
       }
       return claimed;
     });
   }
 
-  async recordAttempt(
+  /** Results arriving together share one transaction (as creates do). */
+  recordAttempt(
     delivery: ClaimedDelivery,
     outcome: AttemptOutcome,
     disableIfFailingSince: Date,
   ): Promise<AttemptRecorded> {
-    return inTransaction(this.#pool, async (client): Promise<AttemptRecorded> => {
-      const status: WebhookDeliveryStatus = outcome.succeeded
-        ? 'succeeded'
-        : outcome.nextAttemptAt && !outcome.gone
-          ? 'pending'
-          : 'failed';
-      const { rowCount } = await client.query(
-        `UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, last_attempt_at = $2,
-           next_attempt_at = $3, last_response_status = $4, last_error = $5, lease_until = NULL
-         WHERE endpoint_id = $6 AND event_id = $7 AND lease_until = $8`,
-        [
-          status,
-          outcome.at,
-          status === 'pending' ? outcome.nextAttemptAt : null,
-          outcome.responseStatus ?? null,
-          outcome.error ?? null,
-          delivery.endpointId,
-          delivery.eventId,
-          delivery.leaseUntil,
-        ],
-      );
-      if (rowCount === 0) return { recorded: false };
-      if (outcome.succeeded) {
-        await client.query('UPDATE webhook_endpoints SET failing_since = NULL WHERE id = $1', [
-          delivery.endpointId,
-        ]);
-        return { recorded: true, disabled: undefined, failed: false };
-      }
-      const { rows } = await client.query<{ failing_since: Date }>(
-        `UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, $1) WHERE id = $2 RETURNING failing_since`,
-        [outcome.at, delivery.endpointId],
-      );
-      const failingSince = rows[0]?.failing_since;
-      const reason: DisabledReason | undefined = outcome.gone
-        ? 'gone'
-        : failingSince !== undefined && failingSince.getTime() <= disableIfFailingSince.getTime()
-          ? 'failing'
-          : undefined;
-      if (!reason) return { recorded: true, disabled: undefined, failed: status === 'failed' };
-      const { rowCount: disabled } = await client.query(
-        `UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = $1 WHERE id = $2 AND status = 'enabled'`,
-        [reason, delivery.endpointId],
-      );
-      // Its pending deliveries end here: once enabled again, it gets the events that occur after.
-      await client.query(
-        `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL,
-           last_error = coalesce(last_error, 'the endpoint was disabled')
-         WHERE endpoint_id = $1 AND status = 'pending' AND (lease_until IS NULL OR lease_until <= $2)`,
-        [delivery.endpointId, outcome.at],
-      );
-      return {
-        recorded: true,
-        disabled: (disabled ?? 0) > 0 ? reason : undefined,
-        failed: status === 'failed',
-      };
+    return this.#results.add({ delivery, outcome, disableIfFailingSince });
+  }
+
+  async #recordAll(results: readonly AttemptResult[]): Promise<AttemptRecorded[]> {
+    return inTransaction(this.#pool, async (client) => {
+      await client.query(RELAXED);
+      const recorded: AttemptRecorded[] = [];
+      for (const result of results) recorded.push(await this.#recordOne(client, result));
+      return recorded;
     });
+  }
+
+  async #recordOne(
+    client: pg.PoolClient,
+    { delivery, outcome, disableIfFailingSince }: AttemptResult,
+  ): Promise<AttemptRecorded> {
+    const status: WebhookDeliveryStatus = outcome.succeeded
+      ? 'succeeded'
+      : outcome.nextAttemptAt && !outcome.gone
+        ? 'pending'
+        : 'failed';
+    const { rowCount } = await client.query({
+      name: 'webhooks_record',
+      text: `UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, last_attempt_at = $2,
+               next_attempt_at = $3, last_response_status = $4, last_error = $5, lease_until = NULL
+             WHERE endpoint_id = $6 AND event_id = $7 AND lease_until = $8`,
+      values: [
+        status,
+        outcome.at,
+        status === 'pending' ? outcome.nextAttemptAt : null,
+        outcome.responseStatus ?? null,
+        outcome.error ?? null,
+        delivery.endpointId,
+        delivery.eventId,
+        delivery.leaseUntil,
+      ],
+    });
+    if (rowCount === 0) return { recorded: false };
+    if (outcome.succeeded) {
+      await client.query({
+        name: 'webhooks_succeeded',
+        text: 'UPDATE webhook_endpoints SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL',
+        values: [delivery.endpointId],
+      });
+      return { recorded: true, disabled: undefined, failed: false };
+    }
+    const { rows } = await client.query<{ failing_since: Date }>({
+      name: 'webhooks_failing',
+      text: 'UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, $1) WHERE id = $2 RETURNING failing_since',
+      values: [outcome.at, delivery.endpointId],
+    });
+    const failingSince = rows[0]?.failing_since;
+    const reason: DisabledReason | undefined = outcome.gone
+      ? 'gone'
+      : failingSince !== undefined && failingSince.getTime() <= disableIfFailingSince.getTime()
+        ? 'failing'
+        : undefined;
+    if (!reason) return { recorded: true, disabled: undefined, failed: status === 'failed' };
+    const { rowCount: disabled } = await client.query(
+      `UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = $1 WHERE id = $2 AND status = 'enabled'`,
+      [reason, delivery.endpointId],
+    );
+    // Its pending deliveries end here: once enabled again, it gets the events that occur after.
+    await client.query(
+      `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL,
+         last_error = coalesce(last_error, 'the endpoint was disabled')
+       WHERE endpoint_id = $1 AND status = 'pending' AND (lease_until IS NULL OR lease_until <= $2)`,
+      [delivery.endpointId, outcome.at],
+    );
+    return {
+      recorded: true,
+      disabled: (disabled ?? 0) > 0 ? reason : undefined,
+      failed: status === 'failed',
+    };
   }
 
   async releaseLeases(deliveries: readonly ClaimedDelivery[]): Promise<void> {
     if (deliveries.length === 0) return;
     await this.#pool.query(
-      `UPDATE webhook_deliveries SET lease_until = NULL
+      `UPDATE webhook_deliveries SET lease_until = NULL, next_attempt_at = now()
        FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[]) AS c(endpoint_id, event_id, lease_until)
        WHERE webhook_deliveries.endpoint_id = c.endpoint_id AND webhook_deliveries.event_id = c.event_id
          AND webhook_deliveries.lease_until = c.lease_until`,
@@ -323,12 +365,12 @@ export class PostgresWebhookStore implements WebhookStore {
     );
   }
 
+  /** The earliest next_attempt_at of a pending delivery (a leased one's is its lease's end): one index lookup. */
   async nextDueAt(): Promise<Date | undefined> {
-    const { rows } = await this.#pool.query<{ due: Date | null }>(
-      `SELECT min(greatest(d.next_attempt_at, d.lease_until)) AS due FROM webhook_deliveries d
-       JOIN webhook_endpoints w ON w.id = d.endpoint_id
-       WHERE d.status = 'pending' AND w.status = 'enabled'`,
-    );
+    const { rows } = await this.#pool.query<{ due: Date | null }>({
+      name: 'webhooks_next_due',
+      text: "SELECT min(next_attempt_at) AS due FROM webhook_deliveries WHERE status = 'pending'",
+    });
     return rows[0]?.due ?? undefined;
   }
 

@@ -15,6 +15,7 @@ import type {
   WebhookEndpointStatus,
   WebhookStore,
 } from '../../domain/webhooks.js';
+import { CreateBatcher } from '../create-batcher.js';
 import type { SqliteEventLog } from './events.js';
 
 interface EndpointRow {
@@ -39,19 +40,6 @@ interface DeliveryRow {
   next_attempt_at: bigint | null;
   last_response_status: bigint | null;
   last_error: string | null;
-}
-
-interface DueRow {
-  endpoint_id: bigint;
-  event_id: bigint;
-  attempts: bigint;
-  url: string;
-  secret: string;
-  previous_secret: string | null;
-  previous_secret_until: bigint | null;
-  type: EventType;
-  occurred_at: bigint;
-  data: string;
 }
 
 const ENDPOINT_COLUMNS =
@@ -89,6 +77,74 @@ const toDelivery = (row: DeliveryRow): WebhookDelivery => ({
   lastError: row.last_error ?? undefined,
 });
 
+interface AttemptResult {
+  delivery: ClaimedDelivery;
+  outcome: AttemptOutcome;
+  disableIfFailingSince: Date;
+}
+
+/** The statements the deliverer runs all the time, prepared once. */
+function prepareHotPath(db: Database.Database) {
+  return {
+    leasedByEndpoint: db
+      .prepare<[number], [bigint, bigint]>(
+        `SELECT endpoint_id, count(*) FROM webhook_deliveries
+         WHERE lease_until IS NOT NULL AND lease_until > ? AND status = 'pending' GROUP BY endpoint_id`,
+      )
+      .raw(true)
+      .safeIntegers(true),
+    enabledEndpoints: db
+      .prepare<[], EndpointRow>(
+        `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE status = 'enabled' ORDER BY id`,
+      )
+      .safeIntegers(true),
+    dueOfEndpoint: db
+      .prepare<[bigint, number, number], [bigint, bigint, EventType, bigint, string]>(
+        `SELECT d.event_id, d.attempts, e.type, e.occurred_at, e.data
+         FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
+         WHERE d.endpoint_id = ? AND d.status = 'pending' AND d.next_attempt_at <= ?
+         ORDER BY d.next_attempt_at LIMIT ?`,
+      )
+      .raw(true)
+      .safeIntegers(true),
+    // Leased: due again when the lease ends (the node that holds it may die).
+    lease: db.prepare<[{ until: number; endpointId: bigint; eventId: bigint }]>(
+      `UPDATE webhook_deliveries SET lease_until = @until, next_attempt_at = @until
+       WHERE endpoint_id = @endpointId AND event_id = @eventId`,
+    ),
+    record: db.prepare(
+      `UPDATE webhook_deliveries SET status = @status, attempts = attempts + 1, last_attempt_at = @at,
+         next_attempt_at = @next, last_response_status = @responseStatus, last_error = @error, lease_until = NULL
+       WHERE endpoint_id = @endpointId AND event_id = @eventId AND lease_until = @lease`,
+    ),
+    succeeded: db.prepare<[bigint]>('UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ?'),
+    failing: db
+      .prepare<[number, bigint], bigint>(
+        'UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, ?) WHERE id = ? RETURNING failing_since',
+      )
+      .pluck()
+      .safeIntegers(true),
+    disable: db.prepare<[DisabledReason, bigint]>(
+      `UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = ? WHERE id = ? AND status = 'enabled'`,
+    ),
+    endPending: db.prepare(
+      `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL,
+         last_error = coalesce(last_error, 'the endpoint was disabled')
+       WHERE endpoint_id = @endpointId AND status = 'pending' AND (lease_until IS NULL OR lease_until <= @at)`,
+    ),
+    release: db.prepare<[number, bigint, bigint, number]>(
+      `UPDATE webhook_deliveries SET lease_until = NULL, next_attempt_at = ?
+       WHERE endpoint_id = ? AND event_id = ? AND lease_until = ?`,
+    ),
+    nextDue: db
+      .prepare<[], bigint | null>(
+        "SELECT min(next_attempt_at) FROM webhook_deliveries WHERE status = 'pending'",
+      )
+      .pluck()
+      .safeIntegers(true),
+  };
+}
+
 /** The secrets that sign a delivery made at `now`: the current one, and the previous while it lasts. */
 export const signingSecrets = (
   secret: string,
@@ -107,9 +163,23 @@ export class SqliteWebhookStore implements WebhookStore {
   readonly #db: Database.Database;
   readonly #log: SqliteEventLog;
 
+  readonly #sql: ReturnType<typeof prepareHotPath>;
+  readonly #claimAll: Database.Transaction<
+    (at: number, until: number, limit: number, perEndpoint: number) => ClaimedDelivery[]
+  >;
+  readonly #results: CreateBatcher<AttemptResult, AttemptRecorded>;
+
   constructor(db: Database.Database, log: SqliteEventLog) {
     this.#db = db;
     this.#log = log;
+    this.#sql = prepareHotPath(db);
+    this.#claimAll = db.transaction((at: number, until: number, limit: number, perEndpoint: number) =>
+      this.#claim(at, until, limit, perEndpoint),
+    );
+    const recordAll = db.transaction((results: readonly AttemptResult[]) =>
+      results.map((result) => this.#recordOne(result)),
+    );
+    this.#results = new CreateBatcher((results) => this.#relaxed(() => recordAll.immediate(results)));
   }
 
   #endpoint(id: bigint): WebhookEndpoint | undefined {
@@ -206,162 +276,128 @@ export class SqliteWebhookStore implements WebhookStore {
     return row && toDelivery(row);
   }
 
+  /**
+   * Delivery bookkeeping (leases, attempt results) commits without waiting for the disk
+   * (synchronous=NORMAL, for these transactions only: better-sqlite3 runs one at a time): in WAL mode a
+   * process crash loses none of it, and what a power loss could lose is at worst an attempt made again,
+   * which at-least-once delivery allows. Changes and their events keep FULL: a 201 is on disk.
+   */
+  #relaxed<T>(work: () => T): T {
+    this.#db.pragma('synchronous = NORMAL');
+    try {
+      return work();
+    } finally {
+      this.#db.pragma('synchronous = FULL');
+    }
+  }
+
   async claimDue(
     now: Date,
     leaseUntil: Date,
     limit: number,
     perEndpoint: number,
   ): Promise<ClaimedDelivery[]> {
-    const at = now.getTime();
-    return this.#db
-      .transaction(() => {
-        const leased = new Map<bigint, number>();
-        for (const { endpoint_id, n } of this.#db
-          .prepare<[number], { endpoint_id: bigint; n: bigint }>(
-            `SELECT endpoint_id, count(*) AS n FROM webhook_deliveries
-             WHERE status = 'pending' AND lease_until > ? GROUP BY endpoint_id`,
-          )
-          .safeIntegers(true)
-          .all(at))
-          leased.set(endpoint_id, Number(n));
-        const due = this.#db
-          .prepare<{ at: number; perEndpoint: number; candidates: number }, DueRow>(
-            `SELECT * FROM (
-               SELECT d.endpoint_id, d.event_id, d.attempts, w.url, w.secret, w.previous_secret,
-                      w.previous_secret_until, e.type, e.occurred_at, e.data, d.next_attempt_at,
-                      row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at) AS rank
-               FROM webhook_deliveries d
-               JOIN webhook_endpoints w ON w.id = d.endpoint_id
-               JOIN events e ON e.id = d.event_id
-               WHERE d.status = 'pending' AND d.next_attempt_at <= @at AND (d.lease_until IS NULL OR d.lease_until <= @at)
-                 AND w.status = 'enabled'
-             ) WHERE rank <= @perEndpoint ORDER BY next_attempt_at LIMIT @candidates`,
-          )
-          .safeIntegers(true)
-          .all({ at, perEndpoint, candidates: limit * 2 });
-        const lease = this.#db.prepare<[number, bigint, bigint]>(
-          'UPDATE webhook_deliveries SET lease_until = ? WHERE endpoint_id = ? AND event_id = ?',
-        );
-        const claimed: ClaimedDelivery[] = [];
-        for (const row of due) {
-          if (claimed.length >= limit) break;
-          const n = leased.get(row.endpoint_id) ?? 0;
-          if (n >= perEndpoint) continue;
-          leased.set(row.endpoint_id, n + 1);
-          lease.run(leaseUntil.getTime(), row.endpoint_id, row.event_id);
-          claimed.push({
-            endpointId: row.endpoint_id,
-            eventId: row.event_id,
-            attempts: Number(row.attempts),
-            url: row.url,
-            secrets: signingSecrets(
-              row.secret,
-              row.previous_secret,
-              row.previous_secret_until === null ? undefined : Number(row.previous_secret_until),
-              at,
-            ),
-            body: eventJson({
-              id: row.event_id,
-              type: row.type,
-              occurredAt: new Date(Number(row.occurred_at)),
-              data: row.data,
-            }),
-            leaseUntil,
-          });
-        }
-        return claimed;
-      })
-      .immediate();
+    return this.#relaxed(() =>
+      this.#claimAll.immediate(now.getTime(), leaseUntil.getTime(), limit, perEndpoint),
+    );
   }
 
-  async recordAttempt(
+  /**
+   * Endpoint by endpoint (each bounded by what it has leased already, on every process), the deliveries
+   * due first, through the (endpoint_id, next_attempt_at) index: a backlog on one endpoint costs the
+   * others nothing. A leased delivery is due again when its lease ends: a process that dies lets it go.
+   */
+  #claim(at: number, until: number, limit: number, perEndpoint: number): ClaimedDelivery[] {
+    const leased = new Map<bigint, number>();
+    for (const [endpointId, n] of this.#sql.leasedByEndpoint.all(at)) leased.set(endpointId, Number(n));
+    const claimed: ClaimedDelivery[] = [];
+    for (const endpoint of this.#sql.enabledEndpoints.all()) {
+      const free = Math.min(perEndpoint - (leased.get(endpoint.id) ?? 0), limit - claimed.length);
+      if (free <= 0) continue;
+      const secrets = signingSecrets(
+        endpoint.secret,
+        endpoint.previous_secret,
+        endpoint.previous_secret_until === null ? undefined : Number(endpoint.previous_secret_until),
+        at,
+      );
+      for (const [eventId, attempts, type, occurredAt, data] of this.#sql.dueOfEndpoint.all(
+        endpoint.id,
+        at,
+        free,
+      )) {
+        this.#sql.lease.run({ until, endpointId: endpoint.id, eventId });
+        claimed.push({
+          endpointId: endpoint.id,
+          eventId,
+          attempts: Number(attempts),
+          url: endpoint.url,
+          secrets,
+          body: eventJson({ id: eventId, type, occurredAt: new Date(Number(occurredAt)), data }),
+          leaseUntil: new Date(until),
+        });
+      }
+      if (claimed.length >= limit) break;
+    }
+    return claimed;
+  }
+
+  /** Results arriving together share one transaction (as creates do). */
+  recordAttempt(
     delivery: ClaimedDelivery,
     outcome: AttemptOutcome,
     disableIfFailingSince: Date,
   ): Promise<AttemptRecorded> {
+    return this.#results.add({ delivery, outcome, disableIfFailingSince });
+  }
+
+  #recordOne({ delivery, outcome, disableIfFailingSince }: AttemptResult): AttemptRecorded {
     const at = outcome.at.getTime();
-    return this.#db
-      .transaction((): AttemptRecorded => {
-        const status: WebhookDeliveryStatus = outcome.succeeded
-          ? 'succeeded'
-          : outcome.nextAttemptAt && !outcome.gone
-            ? 'pending'
-            : 'failed';
-        const changed = this.#db
-          .prepare(
-            `UPDATE webhook_deliveries SET status = @status, attempts = attempts + 1, last_attempt_at = @at,
-               next_attempt_at = @next, last_response_status = @responseStatus, last_error = @error, lease_until = NULL
-             WHERE endpoint_id = @endpointId AND event_id = @eventId AND lease_until = @lease`,
-          )
-          .run({
-            status,
-            at,
-            next: status === 'pending' ? (outcome.nextAttemptAt as Date).getTime() : null,
-            responseStatus: outcome.responseStatus ?? null,
-            error: outcome.error ?? null,
-            endpointId: delivery.endpointId,
-            eventId: delivery.eventId,
-            lease: delivery.leaseUntil.getTime(),
-          }).changes;
-        if (changed === 0) return { recorded: false };
-        if (outcome.succeeded) {
-          this.#db
-            .prepare<[bigint]>('UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ?')
-            .run(delivery.endpointId);
-          return { recorded: true, disabled: undefined, failed: false };
-        }
-        const failingSince = this.#db
-          .prepare<[number, bigint], bigint>(
-            `UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, ?) WHERE id = ? RETURNING failing_since`,
-          )
-          .pluck()
-          .safeIntegers(true)
-          .get(at, delivery.endpointId);
-        const reason: DisabledReason | undefined = outcome.gone
-          ? 'gone'
-          : failingSince !== undefined && Number(failingSince) <= disableIfFailingSince.getTime()
-            ? 'failing'
-            : undefined;
-        if (reason) {
-          const disabled = this.#db
-            .prepare<[DisabledReason, bigint]>(
-              `UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = ? WHERE id = ? AND status = 'enabled'`,
-            )
-            .run(reason, delivery.endpointId).changes;
-          // Its pending deliveries end here: once enabled again, it gets the events that occur after.
-          this.#db
-            .prepare(
-              `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL,
-                 last_error = coalesce(last_error, 'the endpoint was disabled')
-               WHERE endpoint_id = @endpointId AND status = 'pending' AND (lease_until IS NULL OR lease_until <= @at)`,
-            )
-            .run({ endpointId: delivery.endpointId, at });
-          return { recorded: true, disabled: disabled > 0 ? reason : undefined, failed: status === 'failed' };
-        }
-        return { recorded: true, disabled: undefined, failed: status === 'failed' };
-      })
-      .immediate();
+    const status: WebhookDeliveryStatus = outcome.succeeded
+      ? 'succeeded'
+      : outcome.nextAttemptAt && !outcome.gone
+        ? 'pending'
+        : 'failed';
+    const changed = this.#sql.record.run({
+      status,
+      at,
+      next: status === 'pending' ? (outcome.nextAttemptAt as Date).getTime() : null,
+      responseStatus: outcome.responseStatus ?? null,
+      error: outcome.error ?? null,
+      endpointId: delivery.endpointId,
+      eventId: delivery.eventId,
+      lease: delivery.leaseUntil.getTime(),
+    }).changes;
+    if (changed === 0) return { recorded: false };
+    if (outcome.succeeded) {
+      this.#sql.succeeded.run(delivery.endpointId);
+      return { recorded: true, disabled: undefined, failed: false };
+    }
+    const failingSince = this.#sql.failing.get(at, delivery.endpointId);
+    const reason: DisabledReason | undefined = outcome.gone
+      ? 'gone'
+      : failingSince !== undefined && Number(failingSince) <= disableIfFailingSince.getTime()
+        ? 'failing'
+        : undefined;
+    if (!reason) return { recorded: true, disabled: undefined, failed: status === 'failed' };
+    const disabled = this.#sql.disable.run(reason, delivery.endpointId).changes;
+    // Its pending deliveries end here: once enabled again, it gets the events that occur after.
+    this.#sql.endPending.run({ endpointId: delivery.endpointId, at });
+    return { recorded: true, disabled: disabled > 0 ? reason : undefined, failed: status === 'failed' };
   }
 
   async releaseLeases(deliveries: readonly ClaimedDelivery[]): Promise<void> {
-    const release = this.#db.prepare<[bigint, bigint, number]>(
-      'UPDATE webhook_deliveries SET lease_until = NULL WHERE endpoint_id = ? AND event_id = ? AND lease_until = ?',
+    const now = Date.now();
+    this.#relaxed(() =>
+      this.#db.transaction(() => {
+        for (const d of deliveries)
+          this.#sql.release.run(now, d.endpointId, d.eventId, d.leaseUntil.getTime());
+      })(),
     );
-    this.#db.transaction(() => {
-      for (const d of deliveries) release.run(d.endpointId, d.eventId, d.leaseUntil.getTime());
-    })();
   }
 
+  /** The earliest next_attempt_at of a pending delivery (a leased one's is its lease's end): one index lookup. */
   async nextDueAt(): Promise<Date | undefined> {
-    const ms = this.#db
-      .prepare<[], bigint | null>(
-        `SELECT min(max(next_attempt_at, coalesce(lease_until, 0))) FROM webhook_deliveries d
-         JOIN webhook_endpoints w ON w.id = d.endpoint_id
-         WHERE d.status = 'pending' AND w.status = 'enabled'`,
-      )
-      .pluck()
-      .safeIntegers(true)
-      .get();
+    const ms = this.#sql.nextDue.get();
     return ms === null || ms === undefined ? undefined : new Date(Number(ms));
   }
 
