@@ -31,6 +31,16 @@ export interface DelivererOptions {
 
 /** Attempts this node makes at once, across endpoints. */
 const MAX_IN_FLIGHT = 64;
+/**
+ * Requests come first. While the event loop is busier than this (requests keep it saturated), delivery
+ * yields: a few attempts at once, and a pause between claims. Deliveries then wait (the pending gauge
+ * and the oldest pending age show it) and catch up once the load eases; none is lost.
+ */
+const BUSY_UTILIZATION = 0.9;
+const BUSY_IN_FLIGHT = 8;
+const BUSY_PAUSE_MS = 50;
+/** How often the event loop's utilisation is sampled. */
+const UTILIZATION_SAMPLE_MS = 250;
 /** Beyond the attempt's own bound: a lease outlives any attempt made under it. */
 const LEASE_MARGIN_MS = 5_000;
 /**
@@ -94,35 +104,42 @@ export class Deliverer {
   }
 
   async #run(): Promise<void> {
-    while (!this.#stopping) {
-      this.#woken = false;
-      let waitMs: number;
-      try {
-        waitMs = await this.#claimAndStart();
-      } catch (error) {
-        this.#logFailure(error, {}, 'claiming webhook deliveries failed');
-        waitMs = STORAGE_PAUSE_MS;
+    const busy = busyGauge();
+    try {
+      while (!this.#stopping) {
+        this.#woken = false;
+        let waitMs: number;
+        try {
+          waitMs = await this.#claimAndStart(busy.now() ? BUSY_IN_FLIGHT : MAX_IN_FLIGHT);
+        } catch (error) {
+          this.#logFailure(error, {}, 'claiming webhook deliveries failed');
+          waitMs = STORAGE_PAUSE_MS;
+        }
+        // Busy: a pause no wake-up cuts short, so new events do not make a claim each.
+        if (busy.now() && !this.#stopping) await sleep(BUSY_PAUSE_MS);
+        if (waitMs > 0 && !this.#woken && !this.#stopping) await this.#sleep(waitMs);
       }
-      if (waitMs > 0 && !this.#woken && !this.#stopping) await this.#sleep(waitMs);
+    } finally {
+      busy.stop();
     }
   }
 
   /** Starts the attempts that are due; resolves to how long to sleep before looking again. */
-  async #claimAndStart(): Promise<number> {
-    const free = MAX_IN_FLIGHT - this.#inFlight.size;
+  async #claimAndStart(maxInFlight: number): Promise<number> {
+    const free = maxInFlight - this.#inFlight.size;
+    // Every slot taken: an attempt ending wakes us.
+    if (free <= 0) return MAX_IDLE_MS;
     const now = this.#o.now();
-    if (free > 0) {
-      const leaseUntil = new Date(now.getTime() + this.#o.timeoutMs + LEASE_MARGIN_MS);
-      const claimed = await this.#o.store.claimDue(now, leaseUntil, free, this.#o.concurrencyPerEndpoint);
-      for (const delivery of claimed) {
-        const attempt = this.#attempt(delivery).finally(() => {
-          this.#inFlight.delete(delivery);
-          this.wake(); // a slot is free, and its endpoint may have more due
-        });
-        this.#inFlight.set(delivery, attempt);
-      }
-      if (claimed.length === free) return 0; // more may be due
+    const leaseUntil = new Date(now.getTime() + this.#o.timeoutMs + LEASE_MARGIN_MS);
+    const claimed = await this.#o.store.claimDue(now, leaseUntil, free, this.#o.concurrencyPerEndpoint);
+    for (const delivery of claimed) {
+      const attempt = this.#attempt(delivery).finally(() => {
+        this.#inFlight.delete(delivery);
+        this.wake(); // a slot is free, and its endpoint may have more due
+      });
+      this.#inFlight.set(delivery, attempt);
     }
+    if (claimed.length === free) return 0; // more may be due
     const due = await this.#o.store.nextDueAt();
     if (!due) return MAX_IDLE_MS;
     // Compared with the instant the claim was made at: due by then yet not claimed means its endpoint
@@ -218,4 +235,17 @@ export class Deliverer {
       );
     }
   }
+}
+
+/** Whether the event loop has been busier than BUSY_UTILIZATION over the last sample. */
+function busyGauge(): { now(): boolean; stop(): void } {
+  let last = performance.eventLoopUtilization();
+  let busy = false;
+  const timer = setInterval(() => {
+    const current = performance.eventLoopUtilization();
+    busy = performance.eventLoopUtilization(current, last).utilization > BUSY_UTILIZATION;
+    last = current;
+  }, UTILIZATION_SAMPLE_MS);
+  timer.unref();
+  return { now: () => busy, stop: () => clearInterval(timer) };
 }
