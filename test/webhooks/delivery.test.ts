@@ -406,3 +406,58 @@ for (const backend of backends) {
     });
   });
 }
+
+for (const backend of backends) {
+  backend.describe(`webhook delivery under load (${backend.name})`, () => {
+    test('when the event loop is saturated, then delivery yields (at most 8 attempts at once); when it is not, the endpoint bound (16 here) is used', async (t) => {
+      const receiver = await WebhookReceiver.start();
+      t.after(() => receiver.close());
+      const server = await startTestServer({
+        backend,
+        env: { ...FAST, WEBHOOK_CONCURRENCY_PER_ENDPOINT: '16', WEBHOOK_TIMEOUT_MS: '60000' },
+      });
+      t.after(() => server.close());
+      let releaseIdle!: () => void;
+      const idleReleased = new Promise<void>((resolve) => {
+        releaseIdle = resolve;
+      });
+      receiver.answer(async (request) => {
+        if (request.path !== '/idle') return { hang: true };
+        await idleReleased;
+        return { status: 200 };
+      });
+      const run = async (path: string) => {
+        const created = await server.request('POST', '/v1/webhook-endpoints', {
+          body: { url: receiver.url(path) },
+        });
+        assert.equal(created.status, 201);
+        for (let i = 0; i < 20; i++)
+          assert.equal(
+            (await server.request('POST', '/v1/pets', { body: { name: path, categoryId: 1 } })).status,
+            201,
+          );
+      };
+      await run('/idle');
+      await receiver.waitFor(16, '/idle');
+      assert.equal(receiver.maxConcurrent.get('/idle'), 16);
+      releaseIdle(); // every slot free again before the loop gets busy
+      await receiver.waitFor(20, '/idle');
+      // Saturate this process's event loop: 48 ms of every 50 spent in a callback.
+      const hog = setInterval(() => {
+        const end = Date.now() + 48;
+        while (Date.now() < end) {}
+      }, 50);
+      t.after(() => clearInterval(hog));
+      await new Promise((resolve) => setTimeout(resolve, 600)); // the gauge samples every 250 ms
+      await run('/busy');
+      await receiver.waitFor(8, '/busy');
+      // Long enough for many claims under the 50 ms pause (load, not a bound on anything).
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      assert.equal(
+        receiver.received.filter((r) => r.path === '/busy').length,
+        8,
+        'no more than 8 at once while busy',
+      );
+    });
+  });
+}
