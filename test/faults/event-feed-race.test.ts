@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, backends, before, test } from '../support/backends.js';
+import { after, backends, before, sqlite, test } from '../support/backends.js';
+import { killAllCliProcesses, startServe, tempDatabase } from '../support/cli.js';
 import { queryDatabase } from '../support/db-inspect.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
@@ -15,6 +16,9 @@ import { startTestServer, type TestServer } from '../support/test-server.js';
 const WRITERS = 8;
 /** How long the writers write: load, not a bound on anything. */
 const WRITE_FOR_MS = 3_000;
+const KEY = 'event-race-key-0123456789abcdef';
+
+after(() => killAllCliProcesses());
 
 interface EventBody {
   id: number;
@@ -93,3 +97,62 @@ for (const backend of backends) {
     });
   });
 }
+
+sqlite.describe('the event feed under concurrent writers in several processes on one SQLite file', () => {
+  test('when petstore serve --workers 2 takes creates and orders from 8 writers while a reader follows after=, then the reader sees every event exactly once, in order', async (t) => {
+    const file = tempDatabase();
+    t.after(() => file.remove());
+    const service = await startServe(
+      { DATABASE_URL: file.url, PETSTORE_API_KEYS: KEY, RATE_LIMIT_PER_SECOND: '0' },
+      { workers: 2 },
+    );
+    t.after(() => service.kill());
+    const call = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(`${service.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${KEY}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+        ...(body ? { body: JSON.stringify(body) } : {}),
+      });
+      return { status: res.status, json: (await res.json()) as { id: number } & EventBody[] };
+    };
+    let writing = true;
+    let acknowledged = 0;
+    const writer = async (n: number) => {
+      while (writing) {
+        const pet = await call('POST', '/v1/pets', { name: `worker racer ${n}`, categoryId: n });
+        assert.equal(pet.status, 201);
+        const order = await call('POST', '/v1/store/orders', { petId: pet.json.id });
+        assert.equal(order.status, 201);
+        acknowledged += 2;
+      }
+    };
+    const seen: number[] = [];
+    let last = 0;
+    const readOnce = async () => {
+      const page = await call('GET', `/v1/events?after=${last}&limit=100`);
+      assert.equal(page.status, 200);
+      for (const event of page.json) {
+        seen.push(event.id);
+        last = event.id;
+      }
+      return page.json.length;
+    };
+    let reading = true;
+    const reader = (async () => {
+      while (reading) await readOnce();
+    })();
+    const writers = Array.from({ length: WRITERS }, (_, n) => writer(n));
+    await new Promise((resolve) => setTimeout(resolve, WRITE_FOR_MS));
+    writing = false;
+    await Promise.all(writers);
+    reading = false;
+    await reader;
+    while ((await readOnce()) > 0) {}
+    const stored = (
+      await queryDatabase<{ id: number | bigint }>(file.url, 'SELECT id FROM events ORDER BY id')
+    ).map((row) => Number(row.id));
+    assert.ok(acknowledged > 100, `enough writes to race (${acknowledged})`);
+    assert.equal(stored.length, acknowledged, 'one event per acknowledged change');
+    assert.deepEqual(seen, stored, 'every event once, in ascending order');
+  });
+});
