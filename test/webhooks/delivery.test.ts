@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { after, backends, before, test } from '../support/backends.js';
 import { poll } from '../support/cli.js';
 import { queryDatabase } from '../support/db-inspect.js';
+import { assertError } from '../support/error-body.js';
 import { captureLog } from '../support/log-capture.js';
+import { nextHref, toPath, walkLinks } from '../support/paging.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 import { type Answer, verified, WebhookReceiver } from '../support/webhook-receiver.js';
 
@@ -283,6 +285,60 @@ for (const backend of backends) {
       const [delivery] = await settle(endpoint, (d) => d[0]?.status === 'succeeded');
       assert.equal(delivery?.attempts, 4);
       assert.equal(delivery?.lastResponseStatus, 200);
+    });
+
+    test('when deliveries are listed, then newest event first, filtered by status, paged with rel="next" keeping the filter, a bad cursor refused', async () => {
+      // Odd-numbered requests fail for good (410 would disable: 400 with no attempt left instead).
+      answerOn('/listed', (n) => (n % 2 === 1 ? { status: 200 } : { status: 400 }));
+      const endpoint = await register('/listed');
+      const serverWithOneTry = endpoint; // the schedule still applies: failures are retried, then failed
+      for (let i = 0; i < 5; i++) await createPet(`listed ${i}`);
+      const all = await settle(
+        serverWithOneTry,
+        (d) => d.length === 5 && d.every((x) => x.status !== 'pending'),
+      );
+      const ids = all.map((d) => d.eventId);
+      assert.deepEqual(
+        [...ids].sort((a, b) => b - a),
+        ids,
+        'newest event first',
+      );
+      const pages = await walkLinks(`/v1/webhook-endpoints/${endpoint.id}/deliveries?limit=2`, (path) =>
+        server.request('GET', path),
+      );
+      assert.deepEqual(
+        pages.map((p) => p.json<DeliveryBody[]>().length),
+        [2, 2, 1],
+      );
+      assert.deepEqual(
+        pages.flatMap((p) => p.json<DeliveryBody[]>().map((d) => d.eventId)),
+        ids,
+      );
+      for (const status of ['succeeded', 'failed'] as const) {
+        const filtered = await walkLinks(
+          `/v1/webhook-endpoints/${endpoint.id}/deliveries?limit=1&status=${status}`,
+          (path) => server.request('GET', path),
+        );
+        const got = filtered.flatMap((p) => p.json<DeliveryBody[]>());
+        assert.deepEqual(
+          got.map((d) => d.eventId),
+          all.filter((d) => d.status === status).map((d) => d.eventId),
+        );
+        assert.ok(got.length > 0, status);
+        for (const page of filtered.slice(0, -1))
+          assert.match(page.headers.get('link') ?? '', new RegExp(`&status=${status}&`));
+      }
+      const first = await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}/deliveries?limit=1`);
+      const cursor = new URL(`http://x${toPath(nextHref(first) as string)}`).searchParams.get('cursor');
+      assertError(
+        await server.request(
+          'GET',
+          `/v1/webhook-endpoints/${endpoint.id}/deliveries?limit=1&status=failed&cursor=${cursor}`,
+        ),
+        400,
+        'invalid_request',
+        'cursor does not belong to these filters',
+      );
     });
 
     test('when an endpoint with pending deliveries is deleted, then its deliveries are dropped', async () => {
