@@ -23,6 +23,8 @@ export interface PostgresOptions {
   poolSize: number;
   /** Longest wait for a connection, a statement or a lock (DATABASE_TIMEOUT_MS). */
   timeoutMs: number;
+  /** The key cache's clock (milliseconds): a test moves it past KEY_CACHE_TTL_MS instead of waiting. */
+  now?: () => number;
 }
 
 /**
@@ -84,7 +86,7 @@ export class PostgresStorage implements Storage {
   readonly #pool: pg.Pool;
   readonly #secrets: PostgresSecrets;
 
-  private constructor(pool: pg.Pool, schema: SchemaVersions) {
+  private constructor(pool: pg.Pool, schema: SchemaVersions, now: () => number = Date.now) {
     this.#pool = pool;
     this.schema = schema;
     const idempotency = new PostgresIdempotencyStore(pool);
@@ -97,6 +99,7 @@ export class PostgresStorage implements Storage {
     this.apiKeys = new ApiKeyCache(
       translateUnavailable(new PostgresApiKeyStore(pool), isPostgresUnavailable),
       { rememberActive: true },
+      now,
     );
     this.idempotency = translateUnavailable(idempotency, isPostgresUnavailable);
     this.#secrets = translateUnavailable(new PostgresSecrets(pool), isPostgresUnavailable);
@@ -118,7 +121,7 @@ export class PostgresStorage implements Storage {
     } finally {
       await migrations.end();
     }
-    return new PostgresStorage(newPool(url, options), schema);
+    return new PostgresStorage(newPool(url, options), schema, options.now);
   }
 
   sharedSecret(name: string): Promise<Buffer> {
