@@ -50,6 +50,34 @@ describe('API key scopes and lifetimes', () => {
     });
   }
 
+  test('when a key is made, then its id is key_ and 16 hex digits, its hint the last 4 characters of its secret, and its secret starts with pst_', () => {
+    const { secret, record } = newApiKey('shape', NOW);
+    assert.match(record.id, /^key_[0-9a-f]{16}$/);
+    assert.equal(record.hint, secret.slice(-4));
+    assert.equal(record.hint.length, 4);
+    assert.match(secret, /^pst_[A-Za-z0-9_-]{20,}$/);
+  });
+
+  test('when several scopes are unknown, then the message names each, and an empty one lists every scope', () => {
+    assert.throws(() => parseScopes('admin,root'), {
+      message: 'unknown scope admin, root; scopes are pets:read, pets:write, orders:read, orders:write',
+    });
+    assert.throws(() => parseScopes(''), {
+      message: '--scopes must be a comma-separated list of pets:read, pets:write, orders:read, orders:write',
+    });
+  });
+
+  test('when --expires-at names month 13 or a fraction of several digits, then the first is refused and the second read', () => {
+    assert.throws(() => expiryOf({ expiresAt: '2027-13-01T00:00:00Z' }, NOW), {
+      message:
+        '--expires-at must be an RFC 3339 date-time, e.g. 2027-03-31T00:00:00Z; got "2027-13-01T00:00:00Z"',
+    });
+    assert.equal(
+      expiryOf({ expiresAt: '2027-03-31T00:00:00.123Z' }, NOW)?.toISOString(),
+      '2027-03-31T00:00:00.123Z',
+    );
+  });
+
   test('when a duration has text before or after it, or too many digits, then it is refused with the whole message', () => {
     for (const text of ['x90d', '90dx', ' 90d', '90d ', '1234567d', '01d']) {
       assert.throws(() => parseDuration(text), {

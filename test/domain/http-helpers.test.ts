@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { ErrorObject } from 'ajv';
 import {
@@ -113,6 +114,17 @@ describe('idempotency keys in the domain', () => {
     assert.notEqual(
       requestHashOf({ name: 'Rex1', categoryId: 1n }),
       requestHashOf({ name: 'Rex', categoryId: 11n }),
+    );
+  });
+
+  test('the hashes are exactly the ones stored before (a change would turn every retry into a 422)', () => {
+    assert.equal(
+      orderRequestHashOf({ petId: 3n }),
+      createHash('sha256').update('["placeOrder","3"]').digest('hex'),
+    );
+    assert.equal(
+      requestHashOf({ name: 'Rex', categoryId: 1n }),
+      createHash('sha256').update('["Rex","1",null]').digest('hex'),
     );
   });
 
@@ -381,6 +393,11 @@ describe('validation', () => {
     assert.equal(
       run('querystring', { name: 'a', ...many }),
       'u0 is not a known parameter; u1 is not a known parameter; u2 is not a known parameter; u3 is not a known parameter; u4 is not a known parameter; and 3 more unknown parameters',
+    );
+    // Only unknown properties are counted among them, whatever else is wrong.
+    assert.equal(
+      run('body', { flag: 'no', ...many }),
+      'name is required; u0 is not a known property; u1 is not a known property; u2 is not a known property; u3 is not a known property; u4 is not a known property; and 3 more unknown properties; flag must be a boolean',
     );
     const six = Object.fromEntries(Array.from({ length: 6 }, (_, i) => [`u${i}`, 1]));
     assert.match(
