@@ -148,4 +148,13 @@ describe('the API key cache', () => {
     const listed = (await cache.list()).find((record) => record.id === key.record.id);
     assert.deepEqual(listed?.lastUsedAt, usedAt);
   });
+
+  test('when two lookups are remembered, then both are trusted: the cache starts over only when full', async () => {
+    const { verifier, lookups } = cachedVerifier(9_000_000);
+    await verifier.authenticate('pst_first-unknown-0123456789');
+    await verifier.authenticate('pst_second-unknown-0123456789');
+    await verifier.authenticate('pst_first-unknown-0123456789');
+    await verifier.authenticate('pst_second-unknown-0123456789');
+    assert.equal(lookups(), 2);
+  });
 });
