@@ -85,7 +85,7 @@ export interface ProcessOptions {
 const CONFIG_VARIABLES = describeConfig().map((variable) => variable.name);
 
 /** How long a test waits for a child to do something before it gives up (not a timing assertion). */
-const DEADLINE_MS = 60_000;
+export const DEADLINE_MS = 60_000;
 
 /**
  * Polls until `check` returns a value (not undefined), failing after a generous deadline. For waiting on

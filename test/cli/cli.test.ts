@@ -12,7 +12,6 @@ import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 import { SQLITE_MIGRATIONS } from '../../src/storage/sqlite/migrations.js';
 import { VERSION } from '../../src/version.js';
 import {
-  CliProcess,
   jsonLines,
   killAllCliProcesses,
   oneLineFailure,
@@ -23,6 +22,7 @@ import {
   type TempDatabase,
   tempDatabase,
 } from '../support/cli.js';
+import { freePort } from '../support/free-port.js';
 
 /** A key as `keys create` and the first start print it: the prefix and 32 random bytes, base64url. */
 const KEY = /^pst_[A-Za-z0-9_-]{43}$/;
@@ -655,20 +655,24 @@ describe('petstore serve', () => {
 
   test('when LOG_FORMAT is pretty, then stdout has readable lines with the time, not JSON', async (t) => {
     const db = database(t);
-    const server = new CliProcess(['serve'], {
-      PORT: '0',
+    // A port of its own: the harness cannot read the address from a pretty log, so it waits on /healthz.
+    const port = await freePort();
+    const server = await startServe({
+      PORT: String(port),
       DATABASE_URL: db.url,
       PETSTORE_API_KEYS: ENV_KEY,
       LOG_FORMAT: 'pretty',
     });
     t.after(() => server.kill());
-    const url = await server.waitFor('the listening line', () => {
-      const match =
-        /^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\] INFO: Server listening at (http:\/\/127\.0\.0\.1:\d+)$/m.exec(
-          server.stdout,
-        );
-      return match?.[1];
-    });
+    const url = server.url;
+    await server.waitFor('the listening line', () =>
+      new RegExp(
+        `^\\[\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d\\.\\d{3}\\] INFO: Server listening at http://127\\.0\\.0\\.1:${port}$`,
+        'm',
+      ).test(server.stdout)
+        ? true
+        : undefined,
+    );
     assert.match(server.stdout, new RegExp(`^\\[[^\\]]+\\] INFO: database: ${db.path}$`, 'm'));
     await (await fetch(`${url}/healthz`)).arrayBuffer();
     server.signal('SIGTERM');

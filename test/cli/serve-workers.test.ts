@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
-import { CliProcess, jsonLines, poll } from '../support/cli.js';
+import { jsonLines, poll, type ServeProcess, startServe } from '../support/cli.js';
 
 interface Answer {
   status: number;
@@ -46,20 +46,14 @@ const isAlive = (pid: number) => {
 for (const backend of backends) {
   backend.describe(`petstore serve --workers 2 (${backend.name})`, () => {
     let database: TestDatabase;
-    let serve: CliProcess;
+    let serve: ServeProcess;
     let url: string;
 
     before(async () => {
       database = await backend.create();
       // No PETSTORE_API_KEYS: the first start must create exactly one key, not one per worker.
-      serve = new CliProcess(['serve', '--workers', '2'], {
-        PORT: '0',
-        DATABASE_URL: database.url,
-        LOG_LEVEL: 'info',
-      });
-      url = await serve.waitFor('the primary to say its workers listen', () => {
-        return /petstore: 2 workers listening on (http:\/\/\S+)/.exec(serve.stderr)?.[1];
-      });
+      serve = await startServe({ DATABASE_URL: database.url, LOG_LEVEL: 'info' }, { workers: 2 });
+      url = serve.url;
     });
     after(async () => {
       await serve?.kill();

@@ -13,6 +13,7 @@ import {
 } from '../../src/client/index.js';
 import { newApiKey } from '../../src/domain/api-keys.js';
 import { after, backends, before, describe, sqlite, test } from '../support/backends.js';
+import { freePort } from '../support/free-port.js';
 import { startTestServer, TEST_KEY, type TestServer } from '../support/test-server.js';
 
 for (const backend of backends) {
@@ -344,11 +345,7 @@ describe('typed client: idempotency, retries, timeouts, network failures', () =>
   });
 
   test('when nothing listens at the address, then the call fails with a PetstoreNetworkError network_error', async () => {
-    // A port that was just free: bound, then closed again.
-    const probe = createServer();
-    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-    const { port } = probe.address() as AddressInfo;
-    await new Promise((resolve) => probe.close(resolve));
+    const port = await freePort();
     const client = new PetstoreClient({ baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: TEST_KEY });
     await assert.rejects(
       client.createPet({ name: 'Rex', categoryId: 1 }),

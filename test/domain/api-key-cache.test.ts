@@ -123,4 +123,38 @@ describe('the API key cache', () => {
     assert.equal(await verifier.authenticate(key.secret), undefined);
     assert.equal(lookups(), 4);
   });
+
+  test('when a lookup was remembered, then it is trusted until exactly KEY_CACHE_TTL_MS later, and asked again from that instant', async () => {
+    const { clock, verifier, lookups } = cachedVerifier(7_000_000);
+    await verifier.authenticate(BAD_KEY);
+    clock.now += KEY_CACHE_TTL_MS - 1;
+    await verifier.authenticate(BAD_KEY);
+    assert.equal(lookups(), 1, 'still trusted 1 ms before the end');
+    clock.now += 1;
+    await verifier.authenticate(BAD_KEY);
+    assert.equal(lookups(), 2, 'asked again at the end');
+  });
+
+  test('when keys are imported, listed, counted or used through the cache, then the store does it, and an import is seen at once', async () => {
+    const { cache, verifier } = cachedVerifier(8_000_000);
+    const key = newApiKey('imported through the cache', new Date('2026-01-01T00:00:00.000Z'));
+    assert.equal(await verifier.authenticate(key.secret), undefined, 'unknown, and the refusal remembered');
+    const before = await cache.count();
+    assert.equal(await cache.importBatch([key.record]), 1);
+    assert.equal(await verifier.authenticate(key.secret), key.record.hash, 'the import forgot the refusal');
+    assert.equal(await cache.count(), before + 1);
+    const usedAt = new Date('2026-02-03T04:05:06.789Z');
+    await cache.recordLastUse([{ hash: key.record.hash, at: usedAt }]);
+    const listed = (await cache.list()).find((record) => record.id === key.record.id);
+    assert.deepEqual(listed?.lastUsedAt, usedAt);
+  });
+
+  test('when two lookups are remembered, then both are trusted: the cache starts over only when full', async () => {
+    const { verifier, lookups } = cachedVerifier(9_000_000);
+    await verifier.authenticate('pst_first-unknown-0123456789');
+    await verifier.authenticate('pst_second-unknown-0123456789');
+    await verifier.authenticate('pst_first-unknown-0123456789');
+    await verifier.authenticate('pst_second-unknown-0123456789');
+    assert.equal(lookups(), 2);
+  });
 });

@@ -50,6 +50,71 @@ describe('API key scopes and lifetimes', () => {
     });
   }
 
+  test('when a key is made, then its id is key_ and 16 hex digits, its hint the last 4 characters of its secret, and its secret starts with pst_', () => {
+    const { secret, record } = newApiKey('shape', NOW);
+    assert.match(record.id, /^key_[0-9a-f]{16}$/);
+    assert.equal(record.hint, secret.slice(-4));
+    assert.equal(record.hint.length, 4);
+    assert.match(secret, /^pst_[A-Za-z0-9_-]{20,}$/);
+  });
+
+  test('when several scopes are unknown, then the message names each, and an empty one lists every scope', () => {
+    assert.throws(() => parseScopes('admin,root'), {
+      message: 'unknown scope admin, root; scopes are pets:read, pets:write, orders:read, orders:write',
+    });
+    assert.throws(() => parseScopes(''), {
+      message: '--scopes must be a comma-separated list of pets:read, pets:write, orders:read, orders:write',
+    });
+  });
+
+  test('when --expires-at names month 13 or a fraction of several digits, then the first is refused and the second read', () => {
+    assert.throws(() => expiryOf({ expiresAt: '2027-13-01T00:00:00Z' }, NOW), {
+      message:
+        '--expires-at must be an RFC 3339 date-time, e.g. 2027-03-31T00:00:00Z; got "2027-13-01T00:00:00Z"',
+    });
+    assert.equal(
+      expiryOf({ expiresAt: '2027-03-31T00:00:00.123Z' }, NOW)?.toISOString(),
+      '2027-03-31T00:00:00.123Z',
+    );
+  });
+
+  test('when a duration has text before or after it, or too many digits, then it is refused with the whole message', () => {
+    for (const text of ['x90d', '90dx', ' 90d', '90d ', '1234567d', '01d']) {
+      assert.throws(() => parseDuration(text), {
+        message: `--expires-in must be a whole number and a unit (m, h, d or w), e.g. 90d; got "${text}"`,
+      });
+    }
+    assert.equal(parseDuration('999999m'), 999_999 * 60_000, 'six digits are allowed');
+  });
+
+  test('when --expires-at is any RFC 3339 form (t, z, a space, fractions, an offset), then it is read; with text around it or a field out of range, it is refused', () => {
+    for (const [text, iso] of [
+      ['2027-03-31t00:00:00z', '2027-03-31T00:00:00.000Z'],
+      ['2027-03-31 23:59:59Z', '2027-03-31T23:59:59.000Z'],
+      ['2027-03-31T00:00:00.5Z', '2027-03-31T00:00:00.500Z'],
+      ['2027-03-31T00:00:00-01:30', '2027-03-31T01:30:00.000Z'],
+      ['2027-03-31T19:00:00+23:59', '2027-03-30T19:01:00.000Z'],
+    ] as const) {
+      assert.equal(expiryOf({ expiresAt: text }, NOW)?.toISOString(), iso, text);
+    }
+    for (const text of [
+      'x2027-03-31T00:00:00Z',
+      '2027-03-31T00:00:00Zx',
+      '2027-03-31T24:00:00Z',
+      '2027-03-31T00:60:00Z',
+      '2027-03-31T00:00:60Z',
+      '2027-03-31T00:00:00+24:00',
+      '2027-03-31T00:00:00+02:60',
+      '2027-03-31T00:00:00.Z',
+      '2027-03-31X00:00:00Z',
+      '27-03-31T00:00:00Z',
+    ]) {
+      assert.throws(() => expiryOf({ expiresAt: text }, NOW), {
+        message: `--expires-at must be an RFC 3339 date-time, e.g. 2027-03-31T00:00:00Z; got "${text}"`,
+      });
+    }
+  });
+
   test('when --expires-in or --expires-at is given, then the expiry is that instant; neither: no expiry', () => {
     assert.equal(expiryOf({ expiresIn: '90d' }, NOW)?.toISOString(), '2027-02-24T12:00:00.000Z');
     assert.equal(

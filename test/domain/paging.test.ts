@@ -171,4 +171,48 @@ describe('CursorCodec', () => {
       );
     }
   });
+
+  test('when cursors are made, then they are exactly the ones issued before (a change would break every walk in progress)', () => {
+    const orders = new CursorCodec(SECRET, 'orders');
+    assert.equal(codec.encode({ afterId: 42n, status: 'sold' }), 'NDI6c29sZA.b55h93_tHJWaDRFrd7XwNw');
+    assert.equal(codec.encode({ afterId: 42n }), 'NDI6.kN1VZjmHam043YGZlGYgyg');
+    assert.equal(
+      orders.encode({ afterId: 42n, status: 'placed', petId: 7n }),
+      'NDI6cGxhY2VkOjc.JhGk0K5M3ccTsX9IRsQwqw',
+    );
+    assert.equal(orders.encode({ afterId: 42n, petId: 7n }), 'NDI6Ojc.dmtMXG3DRnvi_AacFCG7yA');
+    assert.deepEqual(orders.decode('NDI6Ojc.dmtMXG3DRnvi_AacFCG7yA', { petId: 7n }), {
+      afterId: 42n,
+      petId: 7n,
+    });
+  });
+
+  test('when a cursor is refused, then the message says why: not valid, or issued for other filters, named per list', () => {
+    const orders = new CursorCodec(SECRET, 'orders');
+    assert.throws(() => codec.decode('abc', {}), {
+      name: 'InvalidCursorError',
+      message: 'cursor is not valid',
+    });
+    assert.throws(() => codec.decode(`${codec.encode({ afterId: 1n })}x`, {}), {
+      message: 'cursor is not valid',
+    });
+    assert.throws(() => codec.decode(codec.encode({ afterId: 1n, status: 'sold' }), {}), {
+      message: 'cursor does not belong to this status filter',
+    });
+    assert.throws(() => orders.decode(orders.encode({ afterId: 1n, petId: 2n }), {}), {
+      message: 'cursor does not belong to these filters',
+    });
+  });
+
+  test('when a cursor is as long as a valid one can be (255 characters; 256 cannot be base64url), then it is accepted', () => {
+    const longest = codec.encode({ afterId: BigInt('9'.repeat(169)), status: 'sold' });
+    assert.equal(longest.length, 255);
+    assert.deepEqual(codec.decode(longest, { status: 'sold' }), {
+      afterId: BigInt('9'.repeat(169)),
+      status: 'sold',
+    });
+    const over = codec.encode({ afterId: BigInt('9'.repeat(170)), status: 'sold' });
+    assert.equal(over.length, 257);
+    assert.throws(() => codec.decode(over, { status: 'sold' }), { message: 'cursor is not valid' });
+  });
 });

@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type BucketState, describeBucket, takeToken, windowSeconds } from '../../src/domain/token-bucket.js';
+import {
+  type BucketState,
+  describeBucket,
+  isFullAgain,
+  takeToken,
+  windowSeconds,
+} from '../../src/domain/token-bucket.js';
 import { MemoryBuckets } from '../../src/rate-limit/memory-buckets.js';
 
 const policy = { perSecond: 2, burst: 3 };
@@ -49,4 +55,27 @@ test('when two keys share the in-memory buckets, then each has a budget of its o
   assert.equal((await buckets.take('b', policy)).allowed, true);
   now = 10_000; // long enough for 'a' to refill: it is swept, and starts full again
   assert.equal((await buckets.take('a', policy)).remaining, 2);
+});
+
+test('when a bucket refills, then it is full again exactly when its tokens reach the burst, not before', () => {
+  const state: BucketState = { tokens: 1, atMs: 10_000 };
+  // 2 tokens missing at 2 per second: full 1 s later.
+  assert.equal(isFullAgain(state, 10_999, policy), false);
+  assert.equal(isFullAgain(state, 11_000, policy), true);
+  assert.equal(isFullAgain(state, 12_000, policy), true);
+  assert.equal(
+    isFullAgain({ tokens: 3, atMs: 10_000 }, 10_000, policy),
+    true,
+    'a full bucket is full at once',
+  );
+  assert.equal(isFullAgain({ tokens: 2.5, atMs: 10_000 }, 10_000, { perSecond: 0.5, burst: 3 }), false);
+  assert.equal(isFullAgain({ tokens: 2.5, atMs: 10_000 }, 11_000, { perSecond: 0.5, burst: 3 }), true);
+});
+
+test('when exactly one token is left, then no wait is asked; when the wait for one is long, then it is all of it', () => {
+  assert.equal(describeBucket(true, 1, policy).retryAfterSeconds, 0);
+  const slow = { perSecond: 0.25, burst: 2 };
+  // 0.75 of a token missing at 0.25 per second: 3 s.
+  assert.equal(describeBucket(false, 0.25, slow).retryAfterSeconds, 3);
+  assert.equal(describeBucket(false, 0, slow).retryAfterSeconds, 4);
 });

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import pg from 'pg';
-import { READY_ANSWER_MAX_AGE_MS } from '../../src/http/routes/health.js';
 import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 import {
   after,
@@ -15,6 +14,8 @@ import {
 } from '../support/backends.js';
 import { type ServeProcess, startServe, type TempDatabase, tempDatabase } from '../support/cli.js';
 import { queryDatabase } from '../support/db-inspect.js';
+import { assertError, assertErrorAnswer } from '../support/error-body.js';
+import { NEVER_MS, until } from '../support/eventually.js';
 import { captureLog } from '../support/log-capture.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { startTestServer, TEST_KEY, type TestResponse, type TestServer } from '../support/test-server.js';
@@ -22,47 +23,27 @@ import { startTestServer, TEST_KEY, type TestResponse, type TestServer } from '.
 /** DATABASE_TIMEOUT_MS in these tests: small, so an outage is answered quickly. */
 const DATABASE_TIMEOUT_MS = 400;
 /**
- * How long a request may take during an outage before the test calls it hung: the bound for a
- * connection plus the bound for a statement with the client's margin (1 s), twice over for a
- * transaction's two round trips, plus a generous 3 s for a loaded CI machine. Not a timing assertion:
- * a request that hangs, as before this bound existed, never answers at all.
+ * A request during an outage must be answered at all: one that hangs, as before DATABASE_TIMEOUT_MS
+ * existed, never is. The limit only tells a hang from an answer; it asserts no duration.
  */
-const ANSWER_WITHIN_MS = 2 * (DATABASE_TIMEOUT_MS + 1_000) + 3_000;
+const HANG = NEVER_MS;
 
 function assertUnavailable(res: TestResponse, what: string): void {
-  assert.equal(res.status, 503, `${what}: ${res.text}`);
-  assert.deepEqual(
-    res.json(),
-    { code: 'unavailable', message: res.json<{ message: string }>().message, status: 503 },
-    what,
-  );
+  assertError(res, 503, 'unavailable', undefined, what);
   assert.equal(res.headers.get('retry-after'), '5', what);
   assert.doesNotMatch(res.text, /SQLITE|ECONN|timeout exceeded|stack|at \//i, `${what}: no internals`);
 }
 
-/** How the service's connections are told apart from every other test's in pg_stat_activity. */
 /**
- * The status /readyz settles on: a readiness answer may be up to READY_ANSWER_MAX_AGE_MS old, so it is
- * asked again (a bounded number of times) until it is `expected`.
+ * The status /readyz settles on: a readiness answer may be a moment old (READY_ANSWER_MAX_AGE_MS), so it is
+ * asked again until it is `expected`.
  */
-async function readyzSettles(ask: () => Promise<TestResponse>, expected: number): Promise<TestResponse> {
-  let res = await ask();
-  for (let i = 0; res.status !== expected && i < 30; i++) {
-    await new Promise((resolve) => setTimeout(resolve, READY_ANSWER_MAX_AGE_MS / 5));
-    res = await ask();
-  }
-  return res;
-}
+const readyzSettles = (ask: () => Promise<TestResponse>, expected: number): Promise<TestResponse> =>
+  until(ask, (res) => res.status === expected, `/readyz answers ${expected}`);
 
 /** readyzSettles for a plain fetch: the status /readyz settles on. */
-async function fetchedReadyzSettles(ask: () => Promise<Response>, expected: number): Promise<number> {
-  let status = (await ask()).status;
-  for (let i = 0; status !== expected && i < 30; i++) {
-    await new Promise((resolve) => setTimeout(resolve, READY_ANSWER_MAX_AGE_MS / 5));
-    status = (await ask()).status;
-  }
-  return status;
-}
+const fetchedReadyzSettles = async (ask: () => Promise<Response>, expected: number): Promise<number> =>
+  (await until(ask, (res) => res.status === expected, `/readyz answers ${expected}`)).status;
 
 const APPLICATION_NAME = `petstore-outage-${process.pid}`;
 
@@ -93,33 +74,32 @@ postgres.describe('a PostgreSQL that stalls, goes away and comes back', () => {
     await database.drop();
   });
 
-  test('when the connection stalls, then every request is answered 503 within the bound, /readyz says 503 within a second, and all is well once it flows again', async () => {
+  test('when the connection stalls, then every request is answered 503, /readyz comes to say 503, and all is well once it flows again', async () => {
     const created = await server.request('POST', '/v1/pets', { body: NEW_PET });
     assert.equal(created.status, 201);
     const { id } = created.json<{ id: number }>();
 
     proxy.stall();
     const during = await Promise.all([
-      server.request('GET', `/v1/pets/${id}`, { timeoutMs: ANSWER_WITHIN_MS }),
-      server.request('GET', '/v1/pets', { timeoutMs: ANSWER_WITHIN_MS }),
+      server.request('GET', `/v1/pets/${id}`, { timeoutMs: HANG }),
+      server.request('GET', '/v1/pets', { timeoutMs: HANG }),
       server.request('POST', '/v1/pets', {
         body: { name: 'Stalled', categoryId: 2 },
-        timeoutMs: ANSWER_WITHIN_MS,
+        timeoutMs: HANG,
       }),
       server.request('POST', '/v1/pets', {
         body: { name: 'Stalled too', categoryId: 3 },
         headers: { 'idempotency-key': 'stalled-1' },
-        timeoutMs: ANSWER_WITHIN_MS,
+        timeoutMs: HANG,
       }),
     ]);
     for (const [i, res] of during.entries()) assertUnavailable(res, `request ${i} during the stall`);
-    // /readyz has its own bound of one second; 2 s more for a loaded machine.
     const ready = await readyzSettles(
-      () => server.request('GET', '/readyz', { key: null, timeoutMs: 3_000 }),
+      () => server.request('GET', '/readyz', { key: null, timeoutMs: HANG }),
       503,
     );
     assertUnavailable(ready, '/readyz during the stall');
-    const alive = await server.request('GET', '/healthz', { key: null, timeoutMs: 3_000 });
+    const alive = await server.request('GET', '/healthz', { key: null, timeoutMs: HANG });
     assert.equal(alive.status, 200, 'the process itself is alive');
 
     proxy.resume();
@@ -142,11 +122,11 @@ postgres.describe('a PostgreSQL that stalls, goes away and comes back', () => {
     proxy.cut();
     const refused: TestResponse[] = [];
     for (let i = 0; i < 5; i++) {
-      refused.push(await server.request('POST', '/v1/pets', { body: NEW_PET, timeoutMs: ANSWER_WITHIN_MS }));
+      refused.push(await server.request('POST', '/v1/pets', { body: NEW_PET, timeoutMs: HANG }));
     }
     for (const [i, res] of refused.entries()) assertUnavailable(res, `create ${i} while refused`);
     assertUnavailable(
-      await readyzSettles(() => server.request('GET', '/readyz', { key: null, timeoutMs: 3_000 }), 503),
+      await readyzSettles(() => server.request('GET', '/readyz', { key: null, timeoutMs: HANG }), 503),
       '/readyz',
     );
 
@@ -180,22 +160,21 @@ postgres.describe('a PostgreSQL that stalls, goes away and comes back', () => {
       await admin.end();
     }
     const answers = [];
-    for (let i = 0; i < 3; i++)
-      answers.push(await server.request('GET', '/v1/pets', { timeoutMs: ANSWER_WITHIN_MS }));
+    for (let i = 0; i < 3; i++) answers.push(await server.request('GET', '/v1/pets', { timeoutMs: HANG }));
     // A request may meet a connection as it is being terminated (503); the pool then replaces it.
     for (const res of answers) assert.ok(res.status === 200 || res.status === 503, res.text);
     assert.equal(answers.at(-1)?.status, 200);
   });
 
-  test('when a table lock is held, then requests that need it get 503 within the bound instead of waiting for the lock', async () => {
+  test('when a table lock is held, then requests that need it get 503 instead of waiting for the lock', async () => {
     const admin = new pg.Client({ connectionString: database.url });
     await admin.connect();
     try {
       await admin.query('BEGIN');
       await admin.query('LOCK TABLE pets IN ACCESS EXCLUSIVE MODE');
       const [read, write] = await Promise.all([
-        server.request('GET', '/v1/pets', { timeoutMs: ANSWER_WITHIN_MS }),
-        server.request('POST', '/v1/pets', { body: NEW_PET, timeoutMs: ANSWER_WITHIN_MS }),
+        server.request('GET', '/v1/pets', { timeoutMs: HANG }),
+        server.request('POST', '/v1/pets', { body: NEW_PET, timeoutMs: HANG }),
       ]);
       assertUnavailable(read, 'a read behind the lock');
       assertUnavailable(write, 'a write behind the lock');
@@ -227,12 +206,12 @@ describe('a SQLite database that is locked by another process', () => {
       assertUnavailable(
         await server.request('POST', '/v1/pets', {
           body: { name: 'Locked out', categoryId: 9 },
-          timeoutMs: ANSWER_WITHIN_MS,
+          timeoutMs: HANG,
         }),
         'a create while locked',
       );
       assertUnavailable(
-        await readyzSettles(() => server.request('GET', '/readyz', { key: null, timeoutMs: 3_000 }), 503),
+        await readyzSettles(() => server.request('GET', '/readyz', { key: null, timeoutMs: HANG }), 503),
         '/readyz',
       );
       const read = await server.request('GET', '/v1/pets');
@@ -266,7 +245,7 @@ describe('a SQLite database whose writes fail (the disk is full)', () => {
         ...(body === undefined ? {} : { 'content-type': 'application/json' }),
       },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      signal: AbortSignal.timeout(ANSWER_WITHIN_MS),
+      signal: AbortSignal.timeout(HANG),
     });
   /**
    * RLIMIT_FSIZE's soft limit on the running server: past this size no file of its can be written
@@ -294,9 +273,16 @@ describe('a SQLite database whose writes fail (the disk is full)', () => {
 
     limitFileSize(1);
     const refused = await call('POST', '/v1/pets', { name: 'No room', categoryId: 2 });
-    assert.equal(refused.status, 503, await refused.clone().text());
+    assertErrorAnswer(
+      {
+        status: refused.status,
+        contentType: refused.headers.get('content-type'),
+        text: await refused.text(),
+      },
+      503,
+      'unavailable',
+    );
     assert.equal(refused.headers.get('retry-after'), '5');
-    assert.equal(((await refused.json()) as { code: string }).code, 'unavailable');
     assert.equal(
       await fetchedReadyzSettles(() => call('GET', '/readyz'), 503),
       503,

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { describe, test } from 'node:test';
-import { GuardedServer, MAX_PIPELINED, MAX_WAITING } from '../../src/http/connections.js';
+import { DRAIN_GRACE_MS, GuardedServer, MAX_PIPELINED, MAX_WAITING } from '../../src/http/connections.js';
 
 /**
  * The service's HTTP server with a handler that holds every request until told to answer, so what is
@@ -100,5 +100,38 @@ describe('pipelining bounds of the HTTP server', () => {
     await client.closed;
     assert.equal(client.received(), '');
     assert.equal(server.counts().handled, MAX_PIPELINED);
+  });
+});
+
+describe('draining the HTTP server', () => {
+  test(`when draining begins, then an idle keep-alive connection is closed ${DRAIN_GRACE_MS} ms later on the server's clock, not before`, async (t) => {
+    const server = new GuardedServer({ keepAliveTimeout: 72_000 }, (_request, response) =>
+      response.end('ok\n'),
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const serverSide = new Promise<Socket>((resolve) => server.once('connection', resolve));
+    const client = open((server.address() as { port: number }).port, 'GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+    const accepted = await serverSide;
+    // Answered and kept alive: the connection is now idle.
+    await new Promise<void>((resolve) => client.socket.once('data', () => resolve()));
+    assert.match(client.received(), /^HTTP\/1\.1 200 OK\r\n/);
+    assert.doesNotMatch(client.received(), /connection: close/i);
+
+    // The grace period is a timer: moved by hand, so the bound is exact whatever the machine's load.
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const drained = server.drain();
+    t.mock.timers.tick(DRAIN_GRACE_MS - 1);
+    assert.equal(accepted.destroyed, false, 'still open just before the grace period ends');
+    t.mock.timers.tick(1);
+    assert.equal(accepted.destroyed, true, 'closed once it ends');
+    t.mock.timers.reset();
+    // Observed by the client too, and the drain completes.
+    await client.closed;
+    await drained;
+    assert.equal(server.listening, false);
+  });
+
+  test('the grace period is the documented 1 s', () => {
+    assert.equal(DRAIN_GRACE_MS, 1_000);
   });
 });

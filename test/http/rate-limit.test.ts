@@ -4,8 +4,10 @@ import { randomBytes } from 'node:crypto';
 import { createConnection } from 'node:net';
 import { newApiKey } from '../../src/domain/api-keys.js';
 import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
+import { until } from '../support/eventually.js';
 import { freePort } from '../support/free-port.js';
 import { captureLog } from '../support/log-capture.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
 
 /** The Redis that CI runs (.ci/run starts it). */
@@ -235,6 +237,46 @@ for (const backend of backends) {
   });
 
   backend.describe(`rate limits when Redis is away (${backend.name})`, () => {
+    test('when Redis answers slower than 500 ms, then requests pass unlimited instead of waiting for it, and are limited again once it is quick', async () => {
+      const redisPort = Number(new URL(SHARED_REDIS).port);
+      const proxy = await TcpProxy.start('127.0.0.1', redisPort);
+      const slowKey = newKey();
+      const server = await startTestServer({
+        backend,
+        env: {
+          ...NO_REFILL,
+          RATE_LIMIT_BURST: '1',
+          REDIS_URL: `redis://127.0.0.1:${proxy.port}`,
+          PETSTORE_API_KEYS: slowKey,
+        },
+      });
+      try {
+        const ask = () => server.request('GET', '/v1/pets', { key: slowKey });
+        assert.equal((await ask()).status, 200, 'the burst');
+        assert.equal((await ask()).status, 429, 'Redis answers: the key is limited');
+
+        // Slower than the documented 500 ms, but an answer does come: a limiter that waited for it would say 429.
+        proxy.delayAnswers(1_500);
+        for (let i = 0; i < 3; i++) {
+          const res = await ask();
+          assert.equal(res.status, 200, `request ${i} while Redis is slow: ${res.text}`);
+          assert.equal(fields(res).limit, null, 'no RateLimit fields when nothing was counted');
+        }
+        assert.ok(
+          (await counterValue(server, 'petstore_rate_limit_fail_open_total')) >= 3,
+          'each counted as failing open',
+        );
+
+        proxy.delayAnswers(0);
+        // The client may need to reconnect after its timeouts; limiting comes back by itself.
+        const limited = await until(ask, (res) => res.status === 429, 'limited again once Redis is quick');
+        assert.equal(limited.json<{ code: string }>().code, 'rate_limited');
+      } finally {
+        await server.close();
+        await proxy.close();
+      }
+    });
+
     test('when REDIS_URL points where nothing listens, then requests are served unlimited and counted as failing open', async () => {
       const port = await freePort();
       const { lines, logger } = captureLog('warn');

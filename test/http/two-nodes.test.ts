@@ -6,17 +6,16 @@ import { runCli } from '../support/cli.js';
 import { nextHref, type PetBody, toPath } from '../support/paging.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
-/** DECISIONS.md: a revoked key is refused "within seconds on every node"; the issue says 5. */
-const REVOCATION_DEADLINE_MS = 5_000;
+/**
+ * The documented bound: a revocation reaches every node within 2 s (a node trusts a key it found active
+ * for that long). The nodes' clock is moved by exactly this much, so the bound is shown without racing it.
+ */
+const REVOCATION_BOUND_MS = 2_000;
 
-/** Asks `node` with `key` until it answers 401; false if it still accepts the key at the deadline. */
-async function refusedBefore(deadline: number, node: TestServer, key: string): Promise<boolean> {
-  for (;;) {
-    if ((await node.request('GET', '/v1/pets?limit=1', { key })).status === 401) return true;
-    if (Date.now() > deadline) return false;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+/** Moves the nodes' shared clock forward. */
+const advance = (clock: { now: Date }, ms: number) => {
+  clock.now = new Date(clock.now.getTime() + ms);
+};
 
 for (const backend of backends) {
   backend.describe(`two nodes on one database (${backend.name})`, () => {
@@ -107,26 +106,13 @@ for (const backend of backends) {
         assert.equal(await nodes[1].storage.pets.count(), before + 1, `round ${round}: one pet stored`);
       }
     });
-
-    test('when a key is revoked with the command line, then both nodes refuse it within 5 seconds', async () => {
-      const key = newApiKey('two-nodes test', new Date());
-      await nodes[0].storage.apiKeys.insert(key.record);
-      for (const node of nodes) {
-        assert.equal((await node.request('GET', '/v1/pets', { key: key.secret })).status, 200);
-      }
-
-      const revoke = await runCli(['keys', 'revoke', key.record.id], { DATABASE_URL: database.url });
-      assert.equal(revoke.code, 0, revoke.stderr);
-
-      const deadline = Date.now() + REVOCATION_DEADLINE_MS;
-      for (const node of nodes) {
-        assert.ok(
-          await refusedBefore(deadline, node, key.secret),
-          `${node.url} still accepts the revoked key`,
-        );
-      }
-    });
   });
+}
+
+/** The node refuses `key` on the first ask: no waiting, the clock has already passed the bound. */
+async function assertRefused(node: TestServer, key: string): Promise<void> {
+  const res = await node.request('GET', '/v1/pets?limit=1', { key });
+  assert.equal(res.status, 401, `${node.url} still accepts the revoked key: ${res.text}`);
 }
 
 for (const backend of backends) {
@@ -182,13 +168,34 @@ for (const backend of backends) {
         ...nodes.map((node) => node.request('GET', '/v1/store/orders', { key: key.secret })),
       ]);
       assert.equal(revoked, true);
-      const deadline = Date.now() + REVOCATION_DEADLINE_MS;
+      // Until the bound, a node may still trust what it remembered, but never past the key's scope.
+      advance(clock, REVOCATION_BOUND_MS - 1);
       for (const node of nodes) {
-        assert.ok(
-          await refusedBefore(deadline, node, key.secret),
-          `${node.url} still accepts the revoked key`,
-        );
+        const write = await node.request('POST', '/v1/pets', {
+          key: key.secret,
+          body: { name: 'x', categoryId: 1 },
+        });
+        assert.ok(write.status === 403 || write.status === 401, `${node.url}: ${write.text}`);
       }
+      advance(clock, 1);
+      for (const node of nodes) await assertRefused(node, key.secret);
+    });
+
+    test('when a key is revoked with the command line, then both nodes refuse it once 2 s have passed on their clock', async () => {
+      const key = newApiKey('revoked by the command line', clock.now);
+      await nodes[0].storage.apiKeys.insert(key.record);
+      for (const node of nodes) {
+        // Twice: on PostgreSQL the second answer comes from the node's key cache.
+        assert.equal((await node.request('GET', '/v1/pets', { key: key.secret })).status, 200);
+        assert.equal((await node.request('GET', '/v1/pets', { key: key.secret })).status, 200);
+      }
+
+      // Another process: neither node's cache is told.
+      const revoke = await runCli(['keys', 'revoke', key.record.id], { DATABASE_URL: database.url });
+      assert.equal(revoke.code, 0, revoke.stderr);
+
+      advance(clock, REVOCATION_BOUND_MS);
+      for (const node of nodes) await assertRefused(node, key.secret);
     });
   });
 }

@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { connect, createServer, type Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, type TestContext, test } from 'node:test';
@@ -19,6 +19,7 @@ import { VERSION } from '../../src/version.js';
 import { createDatabase, type ThrowawayDatabase } from '../../support/postgres-admin.js';
 import { poll, REPO_ROOT } from '../../support/service-process.js';
 import { POSTGRES_TEST_URL } from '../support/backends.js';
+import { freePort } from '../support/free-port.js';
 
 const run = promisify(execFile);
 const IMAGE = 'animal-store:image-test';
@@ -64,18 +65,6 @@ function aptInstall(pkg: string): void {
     });
     if (result.status !== 0) throw new Error(`apt-get ${args.join(' ')} failed:\n${result.stderr}`);
   }
-}
-
-/** A TCP port nothing listens on now, on 127.0.0.1: containers share the host's network. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 let dockerd: ChildProcess | undefined;

@@ -1,9 +1,20 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { CreateBatcher } from '../../src/storage/create-batcher.js';
+import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 
-/** A commit function that records each batch it was given, and can be held open or made to fail. */
+/**
+ * A commit function writing each batch in one transaction of a real SQLite database (in memory), whose
+ * CHECK constraint refuses a name starting with "bad": a batch holding one fails as a whole, rolled back
+ * by the database. It records each batch it was given, and can be held open before committing.
+ */
 function recordingCommit() {
+  const db = new BetterSqlite3(':memory:');
+  db.exec("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL CHECK (name NOT LIKE 'bad%'))");
+  const insert = db.prepare<[string], { id: number }>('INSERT INTO items (name) VALUES (?) RETURNING id');
+  const insertAll = db.transaction((items: readonly string[]) =>
+    items.map((item) => `stored ${item} as ${(insert.get(item) as { id: number }).id}`),
+  );
   const batches: string[][] = [];
   let release: (() => void) | undefined;
   let holdNext = false;
@@ -15,13 +26,16 @@ function recordingCommit() {
         release = resolve;
       });
     }
-    // A batch holding a "bad" item fails as a whole, as a rolled-back transaction does.
-    if (items.some((item) => item.startsWith('bad'))) throw new Error('disk full');
-    return items.map((item) => `stored ${item}`);
+    return insertAll(items);
   };
   return {
     batches,
     commit,
+    stored: () =>
+      db
+        .prepare<[], { name: string }>('SELECT name FROM items ORDER BY id')
+        .all()
+        .map((row) => row.name),
     hold: () => {
       holdNext = true;
     },
@@ -34,7 +48,7 @@ describe('create batcher (group commit)', () => {
     const recorder = recordingCommit();
     const batcher = new CreateBatcher(recorder.commit);
     const results = await Promise.all(['a', 'b', 'c', 'd'].map((item) => batcher.add(item)));
-    assert.deepEqual(results, ['stored a', 'stored b', 'stored c', 'stored d']);
+    assert.deepEqual(results, ['stored a as 1', 'stored b as 2', 'stored c as 3', 'stored d as 4']);
     assert.deepEqual(recorder.batches, [['a', 'b', 'c', 'd']]);
   });
 
@@ -55,8 +69,8 @@ describe('create batcher (group commit)', () => {
     assert.equal(recorder.batches.length, 1, 'a single writer: no second commit while one is in flight');
 
     recorder.release();
-    assert.equal(await first, 'stored first');
-    assert.deepEqual(await later, ['stored x', 'stored y']);
+    assert.equal(await first, 'stored first as 1');
+    assert.deepEqual(await later, ['stored x as 2', 'stored y as 3']);
     assert.deepEqual(recorder.batches, [['first'], ['x', 'y']]);
   });
 
@@ -68,12 +82,16 @@ describe('create batcher (group commit)', () => {
     await new Promise((resolve) => setImmediate(resolve));
     const failing = [batcher.add('bad 1'), batcher.add('bad 2')];
     recorder.release();
-    assert.equal(await ok, 'stored ok');
+    assert.equal(await ok, 'stored ok as 1');
     for (const result of await Promise.allSettled(failing)) {
       assert.equal(result.status, 'rejected');
-      assert.equal((result as PromiseRejectedResult).reason.message, 'disk full');
+      assert.equal(
+        (result as PromiseRejectedResult).reason.message,
+        "CHECK constraint failed: name NOT LIKE 'bad%'",
+      );
     }
-    assert.equal(await batcher.add('after'), 'stored after');
+    assert.equal(await batcher.add('after'), 'stored after as 2');
+    assert.deepEqual(recorder.stored(), ['ok', 'after'], 'nothing of the failed batch is stored');
     assert.deepEqual(recorder.batches, [['ok'], ['bad 1', 'bad 2'], ['after']]);
   });
 
@@ -83,7 +101,7 @@ describe('create batcher (group commit)', () => {
     const items = ['1', '2', '3', '4', '5', '6', '7'];
     assert.deepEqual(
       await Promise.all(items.map((item) => batcher.add(item))),
-      items.map((item) => `stored ${item}`),
+      items.map((item, i) => `stored ${item} as ${i + 1}`),
     );
     assert.deepEqual(recorder.batches, [['1', '2', '3'], ['4', '5', '6'], ['7']]);
   });

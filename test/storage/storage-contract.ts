@@ -3,7 +3,7 @@ import type { Pet } from '../../src/domain/pet.js';
 import { INT64_MAX, INT64_MIN } from '../../src/domain/pet.js';
 import type { ApiKeyRecord, Storage } from '../../src/domain/storage.js';
 import { afterEach, type Backend, beforeEach, type TestDatabase, test } from '../support/backends.js';
-import { queryDatabase } from '../support/db-inspect.js';
+import { executeSql, queryDatabase } from '../support/db-inspect.js';
 import { createPet, serialisedAs } from '../support/storage.js';
 
 const key = (id: string, hash: string): ApiKeyRecord => ({
@@ -414,6 +414,44 @@ export function storageContract(backend: Backend): void {
         [1],
         'the probe row, seen from another connection',
       );
+    });
+
+    test('when a group commit fails in the database, then every create waiting on it gets the error and none of them is stored', async () => {
+      // A trigger refusing one row: the batch's one transaction fails in the database itself.
+      await executeSql(
+        database.url,
+        backend.name === 'sqlite'
+          ? `CREATE TRIGGER refuse_pet BEFORE INSERT ON pets WHEN NEW.name = 'refused'
+             BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END`
+          : `CREATE FUNCTION refuse_pet() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN IF NEW.name = 'refused' THEN RAISE EXCEPTION 'refused by a trigger'; END IF; RETURN NEW; END $$;
+             CREATE TRIGGER refuse_pet BEFORE INSERT ON pets FOR EACH ROW EXECUTE FUNCTION refuse_pet()`,
+      );
+      // Asked in one event-loop turn: the three share one commit.
+      const results = await Promise.allSettled(
+        ['before', 'refused', 'after'].map((name) =>
+          createPet(storage, { name, categoryId: 1n, status: 'available' }),
+        ),
+      );
+      const reasons = results.map((result) => (result.status === 'rejected' ? result.reason : result.value));
+      for (const [i, reason] of reasons.entries()) {
+        assert.ok(
+          reason instanceof Error,
+          `create ${i} was rejected: ${JSON.stringify(reason, (_k, v) => (typeof v === 'bigint' ? String(v) : v))}`,
+        );
+        assert.match(reason.message, /refused by a trigger/, `create ${i}`);
+      }
+      assert.equal(reasons[0], reasons[2], 'one error: one transaction');
+      assert.deepEqual(
+        await queryDatabase(database.url, 'SELECT name FROM pets'),
+        [],
+        'nothing of the batch is stored',
+      );
+      assert.equal(await storage.pets.count(), 0);
+
+      // The writer is not stuck: the next batch commits.
+      const next = await createPet(storage, { name: 'next', categoryId: 1n, status: 'available' });
+      assert.deepEqual(await storage.pets.findById(next.id), next);
     });
   });
 }

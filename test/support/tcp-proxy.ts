@@ -3,12 +3,14 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 /**
  * A TCP proxy between the service and its database, for fault injection: it forwards, stalls (holds
  * every byte in both directions, connections left open, like a network that stopped delivering) or
- * cuts (resets every connection and every new one, like a server that went away).
+ * cuts (resets every connection and every new one, like a server that went away), or delays every
+ * answer (a server that is up but slow).
  */
 export class TcpProxy {
   readonly #server: Server;
   readonly #pairs = new Set<[Socket, Socket]>();
   #mode: 'forward' | 'stall' | 'cut' = 'forward';
+  #answerDelayMs = 0;
 
   private constructor(server: Server) {
     this.#server = server;
@@ -43,6 +45,11 @@ export class TcpProxy {
       client.pause();
       upstream.pause();
     }
+  }
+
+  /** Holds every byte from the target this long before passing it on (0: at once), on every connection. */
+  delayAnswers(ms: number): void {
+    this.#answerDelayMs = ms;
   }
 
   /** Resets every connection, and every new one until resume(). */
@@ -85,7 +92,11 @@ export class TcpProxy {
     client.on('error', drop).on('close', drop);
     upstream.on('error', drop).on('close', drop);
     client.pipe(upstream);
-    upstream.pipe(client);
+    upstream.on('data', (chunk: Buffer) => {
+      if (this.#answerDelayMs === 0) client.write(chunk);
+      else setTimeout(() => client.writable && client.write(chunk), this.#answerDelayMs);
+    });
+    upstream.on('end', () => client.end());
     if (this.#mode === 'stall') {
       client.pause();
       upstream.pause();

@@ -70,7 +70,9 @@ export function testConfig(url: string, env: Record<string, string> = {}): Confi
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const database = options.database ?? (await (options.backend ?? sqlite).create());
   const config = testConfig(database.url, options.env);
-  const storage = await openStorage(config);
+  const now = options.now;
+  // The same clock for the key cache as for the app: a test moving it moves both.
+  const storage = await openStorage(config, now ? () => now().getTime() : Date.now);
   const app = await buildApp({
     config,
     storage,

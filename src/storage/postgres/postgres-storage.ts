@@ -27,6 +27,8 @@ export interface PostgresOptions {
   poolSize: number;
   /** Longest wait for a connection, a statement or a lock (DATABASE_TIMEOUT_MS). */
   timeoutMs: number;
+  /** The key cache's clock (milliseconds): a test moves it past KEY_CACHE_TTL_MS instead of waiting. */
+  now?: () => number;
 }
 
 /**
@@ -91,7 +93,7 @@ export class PostgresStorage implements Storage {
   readonly #webhooks: PostgresWebhookStore;
   readonly #secrets: PostgresSecrets;
 
-  private constructor(pool: pg.Pool, url: string, schema: SchemaVersions) {
+  private constructor(pool: pg.Pool, url: string, schema: SchemaVersions, now: () => number = Date.now) {
     this.#pool = pool;
     this.schema = schema;
     const idempotency = new PostgresIdempotencyStore(pool);
@@ -104,6 +106,7 @@ export class PostgresStorage implements Storage {
     this.apiKeys = new ApiKeyCache(
       translateUnavailable(new PostgresApiKeyStore(pool), isPostgresUnavailable),
       { rememberActive: true },
+      now,
     );
     this.idempotency = translateUnavailable(idempotency, isPostgresUnavailable);
     this.events = translateUnavailable(new PostgresEventStore(pool), isPostgresUnavailable);
@@ -128,7 +131,7 @@ export class PostgresStorage implements Storage {
     } finally {
       await migrations.end();
     }
-    return new PostgresStorage(newPool(url, options), url, schema);
+    return new PostgresStorage(newPool(url, options), url, schema, options.now);
   }
 
   sharedSecret(name: string): Promise<Buffer> {
