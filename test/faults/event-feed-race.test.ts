@@ -33,7 +33,8 @@ for (const backend of backends) {
       nodes = [first, await startTestServer({ database: first.database })];
     });
     after(async () => {
-      for (const node of nodes) await node.close();
+      // The node that made the database closes last: it drops the database, which must not run under the other.
+      for (const node of [...nodes].reverse()) await node.close();
     });
 
     test('when 8 writers on two nodes create and order for several seconds while one reader follows after=, then the reader sees every event exactly once, in order', async () => {

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { after, backends, before, POSTGRES_TEST_URL, postgres, sqlite, test } from '../support/backends.js';
-import { killAllCliProcesses, poll, startServe, tempDatabase } from '../support/cli.js';
+import { killAllCliProcesses, poll, type ServeProcess, startServe, tempDatabase } from '../support/cli.js';
 import { queryDatabase } from '../support/db-inspect.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
@@ -39,7 +39,8 @@ for (const backend of backends) {
       nodes = [first, await startTestServer({ database: first.database, env: HOOKS })];
     });
     after(async () => {
-      for (const node of nodes) await node.close();
+      // The node that made the database closes last: it drops the database, which must not run under the other.
+      for (const node of [...nodes].reverse()) await node.close();
       await receiver.close();
     });
 
@@ -81,7 +82,13 @@ for (const backend of backends) {
       t.after(() => receiver.close());
       const file = backend === sqlite ? tempDatabase() : undefined;
       const database = file ? undefined : await backend.create();
-      t.after(() => (file ? file.remove() : database?.drop()));
+      const services: ServeProcess[] = [];
+      // The services go before their database: dropping it under a running one deadlocks.
+      t.after(async () => {
+        for (const service of services) await service.kill();
+        if (file) file.remove();
+        else await database?.drop();
+      });
       const url = file?.url ?? (database?.url as string);
       const env = {
         DATABASE_URL: url,
@@ -102,7 +109,7 @@ for (const backend of backends) {
         });
       receiver.answer(() => ({ hang: true })); // attempts are under way when the process dies
       const first = await startServe(env);
-      t.after(() => first.kill());
+      services.push(first);
       const endpoint = await call(first.url, 'POST', '/v1/webhook-endpoints', {
         url: receiver.url('/crash'),
       });
@@ -135,7 +142,7 @@ for (const backend of backends) {
 
       receiver.answer(() => ({ status: 200 }));
       const second = await startServe(env);
-      t.after(() => second.kill());
+      services.push(second);
       const events = await queryDatabase<{ id: number | bigint; type: string; data: string }>(
         url,
         'SELECT id, type, data FROM events ORDER BY id',
@@ -268,7 +275,12 @@ for (const backend of backends) {
       // A long timeout (and so a long lease): only a lease given back lets the other node in quickly.
       const env = { ...HOOKS, WEBHOOK_TIMEOUT_MS: '60000' };
       const database = await backend.create();
-      t.after(() => database.drop());
+      let other: TestServer | undefined;
+      // The second node closes before the database goes: dropping it under a running node deadlocks.
+      t.after(async () => {
+        await other?.close();
+        await database.drop();
+      });
       const closing = await startTestServer({ database, env });
       const created = await closing.request('POST', '/v1/webhook-endpoints', {
         body: { url: receiver.url('/drain') },
@@ -289,8 +301,7 @@ for (const backend of backends) {
         { lease_until: null, status: 'pending', attempts: 0 },
       );
       receiver.answer(() => ({ status: 200 }));
-      const other = await startTestServer({ database, env });
-      t.after(() => other.close());
+      other = await startTestServer({ database, env });
       const requests = await receiver.waitFor(2, '/drain');
       assert.equal(requests[1]?.headers['webhook-id'], held?.headers['webhook-id']);
       await poll('the delivery to succeed', async () => {

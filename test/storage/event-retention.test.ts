@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { backends, test } from '../support/backends.js';
+import { backends, cleanUpInReverse, test } from '../support/backends.js';
 import { poll } from '../support/cli.js';
 import { queryDatabase } from '../support/db-inspect.js';
 import { startTestServer } from '../support/test-server.js';
@@ -13,9 +13,10 @@ for (const backend of backends) {
   backend.describe(`event retention (${backend.name})`, () => {
     test('when events are older than the retention, then deleteOlderThan removes at most a batch at a time, oldest first, with their deliveries, and keeps the rest', async (t) => {
       const database = await backend.create();
-      t.after(() => database.drop());
+      const later = cleanUpInReverse(t);
+      later(() => database.drop());
       const storage = await database.open();
-      t.after(() => storage.close());
+      later(() => storage.close());
       const endpoint = await storage.webhooks.createEndpoint({
         url: 'https://hooks.example.com/r',
         types: ['*'],
@@ -52,7 +53,8 @@ for (const backend of backends) {
 
     test('when a node starts with EVENT_RETENTION_DAYS=30 and older events exist, then they are deleted in the background and newer ones kept', async (t) => {
       const database = await backend.create();
-      t.after(() => database.drop());
+      const later = cleanUpInReverse(t);
+      later(() => database.drop());
       const storage = await database.open();
       for (const daysAgo of [45, 31, 30.5, 2])
         await storage.pets.create({
@@ -61,7 +63,7 @@ for (const backend of backends) {
         });
       await storage.close();
       const server = await startTestServer({ database, now: () => NOW, env: { EVENT_RETENTION_DAYS: '30' } });
-      t.after(() => server.close());
+      later(() => server.close());
       const names = await poll('old events to be deleted', async () => {
         const events = (await server.request('GET', '/v1/events')).json<{ data: { name: string } }[]>();
         return events.length === 1 ? events.map((e) => e.data.name) : undefined;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { API_KEY_SCOPES, newApiKey } from '../../src/domain/api-keys.js';
 import { POSTGRES_MIGRATIONS } from '../../src/storage/postgres/migrations.js';
 import { SQLITE_MIGRATIONS } from '../../src/storage/sqlite/migrations.js';
-import { backends, test } from '../support/backends.js';
+import { backends, cleanUpInReverse, test } from '../support/backends.js';
 import { executeSql } from '../support/db-inspect.js';
 import { startTestServer } from '../support/test-server.js';
 
@@ -13,7 +13,8 @@ for (const backend of backends) {
   backend.describe(`the events and webhooks migration on an existing database (${backend.name})`, () => {
     test('when a database from before events is opened, then keys that had all four scopes get all seven, narrower keys keep exactly theirs, and the feed starts empty', async (t) => {
       const database = await backend.create();
-      t.after(() => database.drop());
+      const later = cleanUpInReverse(t);
+      later(() => database.drop());
       const sqlite = backend.name === 'sqlite';
       assert.equal((sqlite ? SQLITE_MIGRATIONS : POSTGRES_MIGRATIONS).length, BEFORE_EVENTS + 1);
       const full = newApiKey('had all four', new Date());
@@ -48,7 +49,7 @@ for (const backend of backends) {
       assert.deepEqual(keys.get(narrow.record.id), ['pets:read', 'orders:read']);
 
       const server = await startTestServer({ database });
-      t.after(() => server.close());
+      later(() => server.close());
       assert.equal((await server.request('GET', '/v1/events', { key: full.secret })).text, '[]');
       assert.equal((await server.request('GET', '/v1/webhook-endpoints', { key: full.secret })).status, 200);
       assert.equal((await server.request('GET', '/v1/events', { key: narrow.secret })).status, 403);

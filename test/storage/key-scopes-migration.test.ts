@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { API_KEY_SCOPES, newApiKey } from '../../src/domain/api-keys.js';
 import { POSTGRES_MIGRATIONS } from '../../src/storage/postgres/migrations.js';
 import { SQLITE_MIGRATIONS } from '../../src/storage/sqlite/migrations.js';
-import { backends, test } from '../support/backends.js';
+import { backends, cleanUpInReverse, test } from '../support/backends.js';
 import { executeSql, queryDatabase } from '../support/db-inspect.js';
 import { startTestServer } from '../support/test-server.js';
 
@@ -13,7 +13,8 @@ for (const backend of backends) {
   backend.describe(`the key scopes migration on an existing database (${backend.name})`, () => {
     test('when a database from before scopes is opened, then its keys keep working with every scope, never expire and were never used; a revoked one stays revoked', async (t) => {
       const database = await backend.create();
-      t.after(() => database.drop());
+      const later = cleanUpInReverse(t);
+      later(() => database.drop());
       const sqlite = backend.name === 'sqlite';
       const old = newApiKey('from before scopes', new Date('2026-01-02T03:04:05.678Z'));
       const revoked = newApiKey('revoked before scopes', new Date('2026-01-02T03:04:05.678Z'));
@@ -55,7 +56,7 @@ for (const backend of backends) {
       assert.match(String(defaults[0]?.value), sqlite ? /^''$/ : /^'\{\}'::text\[\]$/);
 
       const server = await startTestServer({ database });
-      t.after(() => server.close());
+      later(() => server.close());
       const pet = await server.request('POST', '/v1/pets', {
         key: old.secret,
         body: { name: 'Old', categoryId: 1 },

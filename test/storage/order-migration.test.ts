@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { POSTGRES_MIGRATIONS } from '../../src/storage/postgres/migrations.js';
 import { SQLITE_MIGRATIONS } from '../../src/storage/sqlite/migrations.js';
-import { backends, test } from '../support/backends.js';
+import { backends, cleanUpInReverse, test } from '../support/backends.js';
 import { executeSql, queryDatabase, storedPets, tableNames } from '../support/db-inspect.js';
 
 /** The schema version before the Store: pets, keys, idempotency keys and the readiness probe. */
@@ -37,7 +37,8 @@ for (const backend of backends) {
   backend.describe(`the orders migration on an existing database (${backend.name})`, () => {
     test('when a database from before the Store is opened, then it is migrated to the latest version, its pets and keys untouched, and orders work on its animals', async (t) => {
       const database = await backend.create();
-      t.after(() => database.drop());
+      const later = cleanUpInReverse(t);
+      later(() => database.drop());
       await databaseBeforeOrders(database.url);
       const petsBefore = await storedPets(database.url);
       const keysBefore = await queryDatabase(
@@ -47,7 +48,7 @@ for (const backend of backends) {
       const idempotencyBefore = await queryDatabase(database.url, 'SELECT * FROM idempotency_keys');
 
       const storage = await database.open();
-      t.after(() => storage.close());
+      later(() => storage.close());
       const latest = (backend.name === 'sqlite' ? SQLITE_MIGRATIONS : POSTGRES_MIGRATIONS).length;
       assert.deepEqual(storage.schema, { from: BEFORE_ORDERS, to: latest });
       assert.ok((await tableNames(database.url)).includes('orders'));

@@ -132,3 +132,18 @@ export const postgres: Backend = {
 
 /** Every backend the suites run against (PostgreSQL's reported as skipped when it is unreachable off CI). */
 export const backends: Backend[] = [sqlite, postgres];
+
+/**
+ * Clean-ups that run last-registered first once the test ends (node:test runs `t.after` hooks in the
+ * order they were added): a database registered first goes after the servers on it, since dropping
+ * one under a running server (its deliverer querying) can deadlock.
+ */
+export function cleanUpInReverse(t: { after(fn: () => unknown): void }): (step: () => unknown) => void {
+  const steps: (() => unknown)[] = [];
+  t.after(async () => {
+    for (const step of steps.reverse()) await step();
+  });
+  return (step) => {
+    steps.push(step);
+  };
+}
