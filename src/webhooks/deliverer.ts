@@ -41,7 +41,10 @@ const BUSY_IN_FLIGHT = 8;
 const BUSY_PAUSE_MS = 50;
 /** How often the event loop's utilisation is sampled. */
 const UTILIZATION_SAMPLE_MS = 250;
-/** Beyond the attempt's own bound: a lease outlives any attempt made under it. */
+/**
+ * Beyond the attempt's own bound, so a lease outlives any attempt made under it: as long again as the
+ * timeout, up to 5 s (a 10 s timeout: 15 s leases). A node that dies leaves its deliveries that long.
+ */
 const LEASE_MARGIN_MS = 5_000;
 /**
  * The longest sleep without looking at the database: wake-ups cover this node's events and, on
@@ -130,7 +133,9 @@ export class Deliverer {
     // Every slot taken: an attempt ending wakes us.
     if (free <= 0) return MAX_IDLE_MS;
     const now = this.#o.now();
-    const leaseUntil = new Date(now.getTime() + this.#o.timeoutMs + LEASE_MARGIN_MS);
+    const leaseUntil = new Date(
+      now.getTime() + this.#o.timeoutMs + Math.min(this.#o.timeoutMs, LEASE_MARGIN_MS),
+    );
     const claimed = await this.#o.store.claimDue(now, leaseUntil, free, this.#o.concurrencyPerEndpoint);
     for (const delivery of claimed) {
       const attempt = this.#attempt(delivery).finally(() => {

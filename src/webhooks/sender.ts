@@ -1,6 +1,14 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
-import { Agent, errors, request } from 'undici';
+import type { Agent, errors, request } from 'undici';
+
+/** What a delivery needs of undici (loaded on first use). */
+interface Client {
+  request: typeof request;
+  errors: typeof errors;
+  agent: Agent;
+}
+
 import type { NetworkPolicy } from '../domain/network-policy.js';
 import { VERSION } from '../version.js';
 
@@ -43,9 +51,14 @@ function guardedLookup(policy: NetworkPolicy): LookupFunction {
  * addresses the policy permits, literal or resolved.
  */
 export class WebhookSender {
-  readonly #agent: Agent;
   readonly #policy: NetworkPolicy;
   readonly #timeoutMs: number;
+  readonly #connectionsPerOrigin: number;
+  /**
+   * undici and its Agent, loaded on the first delivery: a process that never delivers (a command-line
+   * tool, a node with no endpoint) does not pay the 50 ms of loading it.
+   */
+  #client: Promise<Client> | undefined;
 
   constructor(
     policy: NetworkPolicy,
@@ -53,12 +66,21 @@ export class WebhookSender {
   ) {
     this.#policy = policy;
     this.#timeoutMs = timeoutMs;
-    this.#agent = new Agent({
-      connections: connectionsPerOrigin,
-      connect: { lookup: guardedLookup(policy), timeout: timeoutMs },
-      headersTimeout: timeoutMs,
-      bodyTimeout: timeoutMs,
-    });
+    this.#connectionsPerOrigin = connectionsPerOrigin;
+  }
+
+  #load(): Promise<Client> {
+    this.#client ??= import('undici').then(({ Agent: UndiciAgent, request, errors }) => ({
+      request,
+      errors,
+      agent: new UndiciAgent({
+        connections: this.#connectionsPerOrigin,
+        connect: { lookup: guardedLookup(this.#policy), timeout: this.#timeoutMs },
+        headersTimeout: this.#timeoutMs,
+        bodyTimeout: this.#timeoutMs,
+      }),
+    }));
+    return this.#client;
   }
 
   async send(url: string, headers: Record<string, string>, body: string): Promise<SendResult> {
@@ -67,12 +89,13 @@ export class WebhookSender {
     // A literal address is connected to without any lookup: judged here.
     if (isIP(host) && !this.#policy.permits(host))
       return { answered: false, error: `refused: ${host} is not a public address` };
+    const { request, errors, agent } = await this.#load();
     try {
       const answer = await request(target, {
         method: 'POST',
         headers: { ...headers, 'content-type': 'application/json', 'user-agent': USER_AGENT },
         body,
-        dispatcher: this.#agent,
+        dispatcher: agent,
         maxRedirections: 0,
         signal: AbortSignal.timeout(this.#timeoutMs),
       });
@@ -82,13 +105,13 @@ export class WebhookSender {
         body: await readAtMost(answer.body, MAX_ANSWER_BYTES),
       };
     } catch (error) {
-      return { answered: false, error: describe(error, this.#timeoutMs) };
+      return { answered: false, error: describe(error, this.#timeoutMs, errors) };
     }
   }
 
   /** Aborts what is under way (its attempts fail, their results are not recorded) and closes. */
-  destroy(): Promise<void> {
-    return this.#agent.destroy();
+  async destroy(): Promise<void> {
+    if (this.#client) await (await this.#client).agent.destroy();
   }
 }
 
@@ -110,7 +133,7 @@ async function readAtMost(body: AsyncIterable<Buffer> & { destroy(): void }, lim
 }
 
 /** What went wrong with an attempt, in a few words for lastError. */
-function describe(error: unknown, timeoutMs: number): string {
+function describe(error: unknown, timeoutMs: number, errors: Client['errors']): string {
   const e = error as { name?: string; code?: string; message?: string; cause?: unknown };
   if (
     e.name === 'TimeoutError' ||

@@ -504,11 +504,11 @@ for (const backend of backends) {
         while (Date.now() < end) {}
       }, 50);
       t.after(() => clearInterval(hog));
-      await new Promise((resolve) => setTimeout(resolve, 600)); // the gauge samples every 250 ms
+      await new Promise((resolve) => setTimeout(resolve, 300)); // the gauge samples every 250 ms
       await run('/busy');
       await receiver.waitFor(8, '/busy');
-      // Long enough for many claims under the 50 ms pause (load, not a bound on anything).
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      // Long enough for several claims under the 50 ms pause (load, not a bound on anything).
+      await new Promise((resolve) => setTimeout(resolve, 500));
       assert.equal(
         receiver.received.filter((r) => r.path === '/busy').length,
         8,
