@@ -341,6 +341,21 @@ for (const backend of backends) {
       );
     });
 
+    test('when a delivery is retried while an attempt is under way, then it answers 202 but no second attempt runs beside the first', async () => {
+      answerOn('/in-flight', () => ({ hang: true }));
+      const endpoint = await register('/in-flight');
+      await createPet('in flight');
+      const [held] = await receiver.waitFor(1, '/in-flight');
+      const res = await server.request(
+        'POST',
+        `/v1/webhook-endpoints/${endpoint.id}/deliveries/${held?.headers['webhook-id']}/retry`,
+      );
+      assert.equal(res.status, 202, res.text);
+      // Time for a second attempt to start, were it allowed, well within the first's 400 ms timeout.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      assert.equal(receiver.received.filter((r) => r.path === '/in-flight').length, 1);
+    });
+
     test('when an endpoint with pending deliveries is deleted, then its deliveries are dropped', async () => {
       answerOn('/deleted', () => ({ hang: true }));
       const endpoint = await register('/deleted');

@@ -181,7 +181,9 @@ export class PostgresWebhookStore implements WebhookStore {
   async retryDelivery(endpointId: bigint, eventId: bigint, at: Date): Promise<WebhookDelivery | undefined> {
     const { rows } = await this.#pool.query<DeliveryRow>(
       `WITH retried AS (
-         UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $3
+         -- An attempt under way (leased) keeps its lease: no second attempt beside it.
+         UPDATE webhook_deliveries SET status = 'pending',
+           next_attempt_at = CASE WHEN lease_until > $3 THEN next_attempt_at ELSE $3 END
          WHERE endpoint_id = $1 AND event_id = $2 RETURNING ${DELIVERY_COLUMNS}
        ) SELECT retried.*, pg_notify('${WEBHOOKS_CHANNEL}', '') FROM retried`,
       [endpointId, eventId, at],

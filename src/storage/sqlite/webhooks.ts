@@ -266,12 +266,14 @@ export class SqliteWebhookStore implements WebhookStore {
 
   async retryDelivery(endpointId: bigint, eventId: bigint, at: Date): Promise<WebhookDelivery | undefined> {
     const row = this.#db
-      .prepare<[number, bigint, bigint], DeliveryRow>(
-        `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?
-         WHERE endpoint_id = ? AND event_id = ? RETURNING ${DELIVERY_COLUMNS}`,
+      .prepare<[{ at: number; endpointId: bigint; eventId: bigint }], DeliveryRow>(
+        // An attempt under way (leased) keeps its lease: no second attempt beside it.
+        `UPDATE webhook_deliveries SET status = 'pending',
+           next_attempt_at = CASE WHEN lease_until > @at THEN next_attempt_at ELSE @at END
+         WHERE endpoint_id = @endpointId AND event_id = @eventId RETURNING ${DELIVERY_COLUMNS}`,
       )
       .safeIntegers(true)
-      .get(at.getTime(), endpointId, eventId);
+      .get({ at: at.getTime(), endpointId, eventId });
     if (row) this.#log.wake();
     return row && toDelivery(row);
   }
