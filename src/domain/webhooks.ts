@@ -196,3 +196,36 @@ export function checkEndpointUrl(text: string, policy: NetworkPolicy): string {
 /** Whether an endpoint with these types gets events of this type. */
 export const subscribesTo = (types: EndpointTypes, type: EventType): boolean =>
   types[0] === '*' || (types as readonly string[]).includes(type);
+
+/** Where a delivery stands after an attempt: succeeded, tried again later, or failed for good. */
+export function statusAfter(outcome: AttemptOutcome): WebhookDeliveryStatus {
+  if (outcome.succeeded) return 'succeeded';
+  return outcome.nextAttemptAt && !outcome.gone ? 'pending' : 'failed';
+}
+
+/**
+ * Why a failed attempt disables its endpoint, if it does: a 410 at once; otherwise failures ever since
+ * `failingSince` (the first failure after the last success), which is `disableIfFailingSince` or earlier.
+ */
+export function disabledBy(
+  outcome: AttemptOutcome,
+  failingSince: Date | undefined,
+  disableIfFailingSince: Date,
+): DisabledReason | undefined {
+  if (outcome.gone) return 'gone';
+  if (failingSince !== undefined && failingSince.getTime() <= disableIfFailingSince.getTime())
+    return 'failing';
+  return undefined;
+}
+
+/** The secrets that sign a delivery made at `now`: the current one, and the previous while it lasts. */
+export function signingSecrets(
+  secret: string,
+  previous: string | undefined,
+  previousUntil: Date | undefined,
+  now: Date,
+): string[] {
+  return previous !== undefined && previousUntil !== undefined && previousUntil.getTime() > now.getTime()
+    ? [secret, previous]
+    : [secret];
+}

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyReply, preValidationHookHandler } from 'fastify';
+import type { preValidationHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import type { EventFeed } from '../../domain/event-feed.js';
@@ -10,6 +10,7 @@ import { type Links, linkHeader } from '../links.js';
 import { ref } from '../schemas/common.js';
 import { Event, EventIdParams, Events, ListEventsQuery } from '../schemas/event.js';
 import { errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
+import { sendJson } from './route-helpers.js';
 
 export interface EventRoutesOptions {
   feed: EventFeed;
@@ -18,7 +19,6 @@ export interface EventRoutesOptions {
 
 const TAGS = ['events'];
 const NOT_FOUND = 'no event has this id';
-const JSON_TYPE = 'application/json; charset=utf-8';
 
 /** `type` once is a string to the query parser, repeated an array: always an array to the schema. */
 const typesAsList: preValidationHookHandler = (request, _reply, done) => {
@@ -26,9 +26,6 @@ const typesAsList: preValidationHookHandler = (request, _reply, done) => {
   if (typeof query.type === 'string') query.type = [query.type];
   done();
 };
-
-/** Events as the JSON written from what was recorded: `data` byte for byte as the API sent it then. */
-const sendEvents = (reply: FastifyReply, json: string) => reply.type(JSON_TYPE).send(json);
 
 const routes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { feed, links }) => {
   app.get(
@@ -68,7 +65,7 @@ const routes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { feed
           'Link',
           linkHeader(links.eventsPage(limit, [...new Set(types)], page.nextAfter), 'next'),
         );
-      return sendEvents(reply, `[${page.events.map(eventJson).join(',')}]`);
+      return sendJson(reply, `[${page.events.map(eventJson).join(',')}]`);
     },
   );
 
@@ -94,7 +91,7 @@ const routes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { feed
     async (request, reply) => {
       const event = await feed.find(request.params.eventId);
       if (!event) throw new ApiError('not_found', NOT_FOUND);
-      return sendEvents(reply, eventJson(event));
+      return sendJson(reply, eventJson(event));
     },
   );
 };

@@ -1,5 +1,4 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { preValidationHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import { IdempotencyKeyReusedError } from '../../domain/errors.js';
@@ -12,6 +11,7 @@ import { type Links, linkHeader } from '../links.js';
 import { ref } from '../schemas/common.js';
 import { ListOrdersQuery, NewOrder, Order, OrderIdParams, Orders } from '../schemas/order.js';
 import { BODY_ERRORS, errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
+import { noBody } from './route-helpers.js';
 
 export interface OrderRoutesOptions {
   orders: StoreOrders;
@@ -28,14 +28,6 @@ const invalidOrderId = invalid(
   'orderId must be an integer',
 );
 const notFound = errorResponse('No order has this id', { not_found: NOT_FOUND });
-
-/** deliverOrder and cancelOrder take no body: one sent is refused rather than ignored. */
-const noBody: preValidationHookHandler = (request, _reply, done) =>
-  done(
-    request.body === undefined
-      ? undefined
-      : new ApiError('invalid_request', 'this operation takes no request body'),
-  );
 
 const routes: FastifyPluginAsyncTypebox<OrderRoutesOptions> = async (app, { orders, links }) => {
   app.get(

@@ -1,5 +1,4 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import { GET_PET_DEPRECATED_AT, GET_PET_SUNSET, isRetired } from '../../domain/deprecation.js';
@@ -13,6 +12,7 @@ import { type Links, linkHeader } from '../links.js';
 import { ref } from '../schemas/common.js';
 import { ListPetsQuery, NewPet, Pet, PetIdParams, Pets } from '../schemas/pet.js';
 import { BODY_ERRORS, errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
+import { sendJson } from './route-helpers.js';
 
 export interface PetRoutesOptions {
   catalog: PetCatalog;
@@ -30,16 +30,6 @@ const DEPRECATION = `@${Math.floor(GET_PET_DEPRECATED_AT.getTime() / 1000)}`;
 const SUNSET = GET_PET_SUNSET.toUTCString();
 const GONE = `getPet was removed on ${SUNSET}; use GET /v1/pets`;
 const NOT_FOUND = 'no animal has this id';
-const JSON_TYPE = 'application/json; charset=utf-8';
-
-/**
- * Sends JSON the database wrote (PetCatalog.listJson, findJson) as it is: with this Content-Type a
- * string payload skips the response schema's serialiser, whose output it already is, byte for byte
- * (test/storage/storage-contract.ts compares the two for the same rows).
- */
-function sendJson(reply: FastifyReply, json: string): FastifyReply {
-  return reply.type(JSON_TYPE).send(json);
-}
 
 const routes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (app, { catalog, links, now }) => {
   app.get(

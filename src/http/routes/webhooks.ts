@@ -1,5 +1,4 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { preValidationHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import { DEFAULT_PAGE_SIZE } from '../../domain/paging.js';
@@ -22,6 +21,7 @@ import {
   WebhookEndpoints as WebhookEndpointsSchema,
   WebhookEndpointWithSecret,
 } from '../schemas/webhook.js';
+import { noBody } from './route-helpers.js';
 
 export interface WebhookRoutesOptions {
   endpoints: WebhookEndpoints;
@@ -33,14 +33,6 @@ const NOT_FOUND = 'no webhook endpoint has this id';
 const NO_DELIVERY = 'this webhook endpoint has no delivery of this event';
 const notFound = errorResponse('No webhook endpoint has this id', { not_found: NOT_FOUND });
 const invalidId = invalid('`endpointId` is not an integer from 1 to 2^63-1', 'endpointId must be an integer');
-
-/** enable, rotate-secret and retry take no body: one sent is refused rather than ignored. */
-const noBody: preValidationHookHandler = (request, _reply, done) =>
-  done(
-    request.body === undefined
-      ? undefined
-      : new ApiError('invalid_request', 'this operation takes no request body'),
-  );
 
 /** An endpoint as the API shows it: never its secrets. */
 const view = (e: EndpointModel) => ({

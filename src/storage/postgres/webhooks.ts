@@ -15,6 +15,7 @@ import type {
   WebhookEndpointStatus,
   WebhookStore,
 } from '../../domain/webhooks.js';
+import { disabledBy, signingSecrets, statusAfter } from '../../domain/webhooks.js';
 import { CreateBatcher } from '../create-batcher.js';
 import { countRows } from './count.js';
 import { WEBHOOKS_CHANNEL } from './events.js';
@@ -242,13 +243,12 @@ export class PostgresWebhookStore implements WebhookStore {
                  FROM leased JOIN events e ON e.id = leased.event_id`,
           values: [endpoint.id, now, free, leaseUntil],
         });
-        const previousSigns =
-          endpoint.previous_secret !== null &&
-          endpoint.previous_secret_until !== null &&
-          endpoint.previous_secret_until.getTime() > now.getTime();
-        const secrets = previousSigns
-          ? [endpoint.secret, endpoint.previous_secret as string]
-          : [endpoint.secret];
+        const secrets = signingSecrets(
+          endpoint.secret,
+          endpoint.previous_secret ?? undefined,
+          endpoint.previous_secret_until ?? undefined,
+          now,
+        );
         for (const row of rows)
           claimed.push({
             endpointId: endpoint.id,
@@ -292,11 +292,7 @@ export class PostgresWebhookStore implements WebhookStore {
     client: pg.PoolClient,
     { delivery, outcome, disableIfFailingSince }: AttemptResult,
   ): Promise<AttemptRecorded> {
-    const status: WebhookDeliveryStatus = outcome.succeeded
-      ? 'succeeded'
-      : outcome.nextAttemptAt && !outcome.gone
-        ? 'pending'
-        : 'failed';
+    const status = statusAfter(outcome);
     const { rowCount } = await client.query({
       name: 'webhooks_record',
       text: `UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, last_attempt_at = $2,
@@ -327,12 +323,7 @@ export class PostgresWebhookStore implements WebhookStore {
       text: 'UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, $1) WHERE id = $2 RETURNING failing_since',
       values: [outcome.at, delivery.endpointId],
     });
-    const failingSince = rows[0]?.failing_since;
-    const reason: DisabledReason | undefined = outcome.gone
-      ? 'gone'
-      : failingSince !== undefined && failingSince.getTime() <= disableIfFailingSince.getTime()
-        ? 'failing'
-        : undefined;
+    const reason = disabledBy(outcome, rows[0]?.failing_since, disableIfFailingSince);
     if (!reason) return { recorded: true, disabled: undefined, failed: status === 'failed' };
     const { rowCount: disabled } = await client.query(
       `UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = $1 WHERE id = $2 AND status = 'enabled'`,

@@ -15,6 +15,7 @@ import type {
   WebhookEndpointStatus,
   WebhookStore,
 } from '../../domain/webhooks.js';
+import { disabledBy, signingSecrets, statusAfter } from '../../domain/webhooks.js';
 import { CreateBatcher } from '../create-batcher.js';
 import type { SqliteEventLog } from './events.js';
 
@@ -144,15 +145,6 @@ function prepareHotPath(db: Database.Database) {
       .safeIntegers(true),
   };
 }
-
-/** The secrets that sign a delivery made at `now`: the current one, and the previous while it lasts. */
-export const signingSecrets = (
-  secret: string,
-  previous: string | null,
-  previousUntil: number | undefined,
-  now: number,
-): string[] =>
-  previous !== null && previousUntil !== undefined && previousUntil > now ? [secret, previous] : [secret];
 
 /**
  * Webhook endpoints and deliveries on SQLite; instants in epoch milliseconds. Claiming runs in an
@@ -318,9 +310,9 @@ export class SqliteWebhookStore implements WebhookStore {
       if (free <= 0) continue;
       const secrets = signingSecrets(
         endpoint.secret,
-        endpoint.previous_secret,
-        endpoint.previous_secret_until === null ? undefined : Number(endpoint.previous_secret_until),
-        at,
+        endpoint.previous_secret ?? undefined,
+        date(endpoint.previous_secret_until),
+        new Date(at),
       );
       for (const [eventId, attempts, type, occurredAt, data] of this.#sql.dueOfEndpoint.all(
         endpoint.id,
@@ -354,11 +346,7 @@ export class SqliteWebhookStore implements WebhookStore {
 
   #recordOne({ delivery, outcome, disableIfFailingSince }: AttemptResult): AttemptRecorded {
     const at = outcome.at.getTime();
-    const status: WebhookDeliveryStatus = outcome.succeeded
-      ? 'succeeded'
-      : outcome.nextAttemptAt && !outcome.gone
-        ? 'pending'
-        : 'failed';
+    const status = statusAfter(outcome);
     const changed = this.#sql.record.run({
       status,
       at,
@@ -374,12 +362,11 @@ export class SqliteWebhookStore implements WebhookStore {
       this.#sql.succeeded.run(delivery.endpointId);
       return { recorded: true, disabled: undefined, failed: false };
     }
-    const failingSince = this.#sql.failing.get(at, delivery.endpointId);
-    const reason: DisabledReason | undefined = outcome.gone
-      ? 'gone'
-      : failingSince !== undefined && Number(failingSince) <= disableIfFailingSince.getTime()
-        ? 'failing'
-        : undefined;
+    const reason = disabledBy(
+      outcome,
+      date(this.#sql.failing.get(at, delivery.endpointId) ?? null),
+      disableIfFailingSince,
+    );
     if (!reason) return { recorded: true, disabled: undefined, failed: status === 'failed' };
     const disabled = this.#sql.disable.run(reason, delivery.endpointId).changes;
     // Its pending deliveries end here: once enabled again, it gets the events that occur after.

@@ -1,0 +1,21 @@
+import type { FastifyReply, preValidationHookHandler } from 'fastify';
+import { ApiError } from '../errors.js';
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/**
+ * Sends JSON that is already written (a page the database wrote, an event as recorded) as it is: with
+ * this Content-Type a string payload skips the response schema's serialiser, whose output it already
+ * is, byte for byte (test/storage/storage-contract.ts compares the two for the same rows).
+ */
+export function sendJson(reply: FastifyReply, json: string): FastifyReply {
+  return reply.type(JSON_TYPE).send(json);
+}
+
+/** For operations that take no body (deliver, cancel, enable, rotate, retry): one sent is refused, not ignored. */
+export const noBody: preValidationHookHandler = (request, _reply, done) =>
+  done(
+    request.body === undefined
+      ? undefined
+      : new ApiError('invalid_request', 'this operation takes no request body'),
+  );
