@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { after, backends, before, POSTGRES_TEST_URL, postgres, sqlite, test } from '../support/backends.js';
 import { killAllCliProcesses, poll, type ServeProcess, startServe, tempDatabase } from '../support/cli.js';
 import { queryDatabase } from '../support/db-inspect.js';
+import { assertError } from '../support/error-body.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 import { type Received, WebhookReceiver } from '../support/webhook-receiver.js';
@@ -194,9 +195,22 @@ async function outage(
   await receiver.waitFor(5, '/outage');
   await down();
   t.after(up);
+  // Meanwhile the new operations that write answer 503 unavailable with Retry-After, storing nothing.
+  const refused = await server.request('POST', '/v1/webhook-endpoints', {
+    body: { url: receiver.url('/refused') },
+  });
+  assertError(refused, 503, 'unavailable');
+  assert.match(refused.headers.get('retry-after') ?? '', /^[1-9]\d*$/);
   // Long enough for several due retries to meet the outage (not a bound on anything).
   await new Promise((resolve) => setTimeout(resolve, 1_500));
   await up();
+  // Serving again by itself: the feed answers, and the refused endpoint was never stored.
+  assert.equal((await server.request('GET', '/v1/events')).status, 200);
+  const endpoints = (await server.request('GET', '/v1/webhook-endpoints')).json<{ url: string }[]>();
+  assert.deepEqual(
+    endpoints.map((e) => e.url),
+    [receiver.url('/outage')],
+  );
   const requests = await receiver.waitFor(10, '/outage');
   const ids = new Set(idsOf(requests));
   assert.equal(ids.size, 5);

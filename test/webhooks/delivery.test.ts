@@ -479,6 +479,87 @@ for (const backend of backends) {
 }
 
 for (const backend of backends) {
+  backend.describe(`webhook delivery over hours (${backend.name})`, () => {
+    // The service's clock runs, and is moved forward by the tests; retries wait an hour.
+    let offset = 0;
+    let server: TestServer;
+    let receiver: WebhookReceiver;
+    before(async () => {
+      receiver = await WebhookReceiver.start();
+      server = await startTestServer({
+        backend,
+        now: () => new Date(Date.now() + offset),
+        env: { WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8', WEBHOOK_RETRY_SCHEDULE: '1h' },
+      });
+    });
+    after(async () => {
+      await server.close();
+      await receiver.close();
+    });
+    const register = async (path: string) => {
+      const res = await server.request('POST', '/v1/webhook-endpoints', {
+        body: { url: receiver.url(path) },
+      });
+      assert.equal(res.status, 201, res.text);
+      return res.json<Endpoint>();
+    };
+    const createPet = async () =>
+      assert.equal(
+        (await server.request('POST', '/v1/pets', { body: { name: 'later', categoryId: 1 } })).status,
+        201,
+      );
+
+    test('when 24 hours have passed since a rotation, then deliveries carry the new signature only', async () => {
+      receiver.answer(() => ({ status: 204 }));
+      // Rotated more than 24 hours ago (the clock set back for the rotation): the delivery, made now,
+      // is signed with the new secret alone. (Now, because the reference verifier checks the timestamp.)
+      offset = -(24 * 3_600_000 + 60_000);
+      const endpoint = await register('/rotated-long-ago');
+      const fresh = (
+        await server.request('POST', `/v1/webhook-endpoints/${endpoint.id}/rotate-secret`)
+      ).json<Endpoint>();
+      offset = 0;
+      await createPet();
+      const [request] = await receiver.waitFor(1, '/rotated-long-ago');
+      assert.ok(request);
+      assert.equal((request.headers['webhook-signature'] as string).split(' ').length, 1);
+      verified(fresh.secret, request);
+      assert.throws(() => verified(endpoint.secret, request));
+    });
+
+    test('when a pending delivery scheduled an hour ahead is retried, then it is attempted at once', async () => {
+      // Its first attempt fails; any after it succeeds.
+      let tries = 0;
+      receiver.answer((request) =>
+        request.path === '/pending-retried' && ++tries === 1 ? { status: 500 } : { status: 204 },
+      );
+      const endpoint = await register('/pending-retried');
+      await createPet();
+      const [pending] = await poll('the first attempt to fail', async () => {
+        const list = (await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}/deliveries`)).json<
+          DeliveryBody[]
+        >();
+        return list[0]?.attempts === 1 ? list : undefined;
+      });
+      assert.equal(pending?.status, 'pending');
+      const due = Date.parse(pending?.nextAttemptAt as string) - (Date.now() + offset);
+      assert.ok(due > 30 * 60_000, `the next attempt is scheduled ${due} ms ahead`);
+      const res = await server.request(
+        'POST',
+        `/v1/webhook-endpoints/${endpoint.id}/deliveries/${pending?.eventId}/retry`,
+      );
+      assert.equal(res.status, 202);
+      await receiver.waitFor(2, '/pending-retried');
+      const [delivery] = await poll('the retry to succeed', async () => {
+        const list = (await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}/deliveries`)).json<
+          DeliveryBody[]
+        >();
+        return list[0]?.status === 'succeeded' ? list : undefined;
+      });
+      assert.equal(delivery?.attempts, 2);
+    });
+  });
+
   backend.describe(`webhook delivery under load (${backend.name})`, () => {
     test('when the event loop is saturated, then delivery yields (at most 8 attempts at once); when it is not, the endpoint bound (16 here) is used', async (t) => {
       const receiver = await WebhookReceiver.start();
