@@ -44,6 +44,7 @@ import { ORDER_SCHEMAS } from './http/schemas/order.js';
 import { PET_SCHEMAS } from './http/schemas/pet.js';
 import { WEBHOOK_SCHEMAS } from './http/schemas/webhook.js';
 import { scopes } from './http/scopes.js';
+import { buildSharedSerializers } from './http/serialization.js';
 import { StorageOutage } from './http/storage-outage.js';
 import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
@@ -91,6 +92,7 @@ export async function buildApp({
     trustProxy: config.trustedProxies.length > 0 ? config.trustedProxies : false,
     // Long enough that any petId reaches its own validation (Node caps a request head at 16 KiB anyway).
     routerOptions: { maxParamLength: 16 * 1024 },
+    schemaController: { compilersFactory: { buildSerializer: buildSharedSerializers } },
     schemaErrorFormatter: (errors, httpPart) => new Error(describeValidationErrors(errors, httpPart)),
     // Errors found before routing (a malformed URL) take the same Error body as every other.
     frameworkErrors: (error, _request, reply) => sendError(reply, toApiError(error)),

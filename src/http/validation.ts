@@ -96,10 +96,21 @@ export function createValidatorCompiler(
     forBodies.addSchema(withExactIntegers(shared) as SchemaObject);
     forText.addSchema(withExactIntegers(shared) as SchemaObject);
   }
+  // Compiled once per distinct schema: many routes share theirs (a petId, an empty query), and
+  // compiling is most of what building the app costs.
+  const compiled = new Map<string, ReturnType<Ajv['compile']>>();
   return ({ schema, httpPart }) => {
     const ajv = httpPart === 'body' ? forBodies : forText;
     const id = (schema as SchemaObject).$id;
-    return (id && ajv.getSchema(id)) || ajv.compile(withExactIntegers(schema) as SchemaObject);
+    const known = id && ajv.getSchema(id);
+    if (known) return known;
+    const key = `${ajv === forBodies ? 'body' : 'text'} ${JSON.stringify(schema)}`;
+    let validate = compiled.get(key);
+    if (!validate) {
+      validate = ajv.compile(withExactIntegers(schema) as SchemaObject);
+      compiled.set(key, validate);
+    }
+    return validate;
   };
 }
 
