@@ -600,7 +600,7 @@ describe('configuration errors', { concurrency: 4 }, () => {
   });
 });
 
-describe('petstore serve', () => {
+describe('petstore serve', { concurrency: 4 }, () => {
   test('when it first starts on a database without keys, then it prints a new key once to stderr with a curl line that works', async (t) => {
     const db = database(t);
     const server = await serve(t, { DATABASE_URL: db.url });
