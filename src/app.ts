@@ -1,7 +1,6 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { SchemaObject } from 'ajv';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { type DestinationStream, pino } from 'pino';
 import type { Config } from './config/config.js';
 import { ApiKeyLastUse, LAST_USE_FLUSH_MS } from './domain/api-key-last-use.js';
 import { ApiKeyVerifier } from './domain/api-keys.js';
@@ -46,6 +45,7 @@ import { WEBHOOK_SCHEMAS } from './http/schemas/webhook.js';
 import { scopes } from './http/scopes.js';
 import { StorageOutage } from './http/storage-outage.js';
 import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
+import { loggerOptions } from './logging.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
 import { Deliverer } from './webhooks/deliverer.js';
 import { WebhookSender } from './webhooks/sender.js';
@@ -112,10 +112,10 @@ export async function buildApp({
   await app.register(routeFallbacks);
   await app.register(openApi, { publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl });
   await app.register(corsPolicy, { origins: config.corsOrigins });
-  await app.register(docs);
+  if (config.docsEnabled) await app.register(docs);
 
   const metrics = new ServiceMetrics(storage);
-  await app.register(metricsEndpoint, { metrics });
+  await app.register(metricsEndpoint, { metrics, route: config.metrics === undefined });
   const store = metrics.instrument(storage, new StorageOutage(app.log));
   const links = new Links(config.publicBaseUrl);
   const cursorSecret = await store.sharedSecret('cursor');
@@ -220,52 +220,6 @@ function deleteOldEvents(app: FastifyInstance, storage: Storage, days: number, n
   timer.unref();
   app.addHook('onReady', async () => runLogged());
   app.addHook('onClose', async () => clearInterval(timer));
-}
-
-/** JSON lines on stdout by default; LOG_FORMAT=pretty turns them into readable lines for a terminal. */
-async function loggerOptions(config: Config): Promise<FastifyServerOptions['logger']> {
-  const options = {
-    level: config.logLevel,
-    redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
-  };
-  if (config.logFormat === 'json') return { ...options, stream: logDestination() };
-  // Loaded only when asked for: a process writing JSON lines never loads it.
-  const { default: pretty } = await import('pino-pretty');
-  // sync: a line written just before process.exit (a shutdown) is not lost.
-  const stream = pretty({ translateTime: 'SYS:yyyy-mm-dd HH:MM:ss.l', ignore: 'pid,hostname', sync: true });
-  return { ...options, stream };
-}
-
-/** Bytes of request lines gathered before they are written (one write(2) for a few dozen of them). */
-const LOG_BUFFER_BYTES = 4096;
-/** The longest a request line waits in that buffer when traffic is too light to fill it. */
-const LOG_FLUSH_MS = 100;
-/** How the line RequestLog writes for each answered request ends (pino writes msg last). */
-const REQUEST_LINE_END = '"msg":"request"}\n';
-
-/**
- * stdout, written asynchronously, with the one line per answered request written in batches: those
- * lines gather in memory until 4 KiB or 100 ms, then go out in one write off the request path instead
- * of one write each. Every other line (start-up, warnings, errors, errored requests, shutdown) is
- * handed to the (asynchronous) write at once, never held for a batch. The buffer is written out synchronously when the process exits, by a
- * shutdown, process.exit or an uncaught exception (pino's exit handler, flushSync). What this trades:
- * a process killed outright (SIGKILL, the kernel's OOM killer, a power loss) loses the request lines of
- * its last 100 ms at most; docs/operations.md says so.
- */
-function logDestination(): DestinationStream & { flush(): void } {
-  const stdout = pino.destination({
-    dest: 1,
-    sync: false,
-    minLength: LOG_BUFFER_BYTES,
-    periodicFlush: LOG_FLUSH_MS,
-  });
-  return {
-    write(line: string) {
-      stdout.write(line);
-      if (!line.endsWith(REQUEST_LINE_END)) stdout.flush();
-    },
-    flush: () => stdout.flush(),
-  };
 }
 
 /** Where rate-limit buckets live (Redis when REDIS_URL is set), or undefined when limiting is off. */

@@ -1,9 +1,11 @@
+import cluster from 'node:cluster';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import type { Config } from './config/config.js';
 import { ensureFirstApiKey } from './domain/api-keys.js';
 import type { ApiKeyStore } from './domain/storage.js';
 import type { GuardedServer } from './http/connections.js';
+import { listenForMetrics, type MetricsListener } from './http/metrics-listener.js';
 import { databaseLocation, openStorage } from './storage/open-storage.js';
 import { NODE_VERSION, VERSION } from './version.js';
 
@@ -32,12 +34,14 @@ export async function startServer(
 ): Promise<RunningServer> {
   const storage = await openStorage(config);
   let app: FastifyInstance | undefined;
+  let metrics: MetricsListener | undefined;
   let closing: Promise<void> | undefined;
   const server = () => app?.server as GuardedServer | undefined;
   const close = () => {
     closing ??= (async () => {
       await server()?.drain();
       await app?.close();
+      await metrics?.close();
       await storage.close();
     })();
     return closing;
@@ -48,6 +52,13 @@ export async function startServer(
     app.log.info({ version: VERSION, node: NODE_VERSION }, `petstore ${VERSION} on Node.js ${NODE_VERSION}`);
     // A relative sqlite: path depends on the working directory: say which database this start opened.
     app.log.info(`database: ${databaseLocation(config.databaseUrl)}`);
+    // Under --workers the primary serves METRICS_PORT, for every worker (cluster.ts).
+    if (config.metrics && !cluster.isWorker) {
+      const { host, port } = config.metrics;
+      const listening = app;
+      metrics = await listenForMetrics(host, port, () => listening.scrapeMetrics());
+      app.log.info(`metrics listening at ${serverUrl(host, metrics.port)}/metrics`);
+    }
     await app.listen({ host: config.host, port: config.port });
     const address = app.server.address();
     const url = serverUrl(config.host, typeof address === 'object' && address ? address.port : config.port);
