@@ -28,9 +28,11 @@ const LOG_BUFFER_BYTES = 4096;
 const LOG_FLUSH_MS = 100;
 /** How the line RequestLog writes for each answered request ends (pino writes msg last). */
 const REQUEST_LINE_END = '"msg":"request"}\n';
+/** How an info line starts (pino writes the level first): warn and error request lines are not held. */
+const INFO_LINE_START = '{"level":30,';
 
 /**
- * stdout, written asynchronously, with the one line per answered request written in batches: those
+ * stdout, written asynchronously, with the info line of each answered request written in batches: those
  * lines gather in memory until 4 KiB or 100 ms, then go out in one write off the request path instead
  * of one write each. Every other line (start-up, warnings, errors, errored requests, shutdown) is
  * handed to the (asynchronous) write at once, never held for a batch. The buffer is written out synchronously when the process exits, by a
@@ -48,7 +50,7 @@ function logDestination(): DestinationStream & { flush(): void } {
   return {
     write(line: string) {
       stdout.write(line);
-      if (!line.endsWith(REQUEST_LINE_END)) stdout.flush();
+      if (!line.endsWith(REQUEST_LINE_END) || !line.startsWith(INFO_LINE_START)) stdout.flush();
     },
     flush: () => stdout.flush(),
   };
