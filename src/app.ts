@@ -47,6 +47,7 @@ import { StorageOutage } from './http/storage-outage.js';
 import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
 import { loggerOptions } from './logging.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
+import type { Tracing } from './tracing/tracing.js';
 import { Deliverer } from './webhooks/deliverer.js';
 import { WebhookSender } from './webhooks/sender.js';
 
@@ -59,6 +60,8 @@ export interface AppOptions {
   deliverWebhooks?: boolean;
   /** A pino logger configuration or instance; defaults to JSON lines on stdout at config.logLevel. */
   logger?: FastifyServerOptions['logger'] | FastifyServerOptions['loggerInstance'];
+  /** Tracing, when it is on (server.ts starts it): spans of requests, storage calls and deliveries. */
+  tracing?: Tracing | undefined;
 }
 
 const SHARED_SCHEMAS = [
@@ -76,6 +79,7 @@ export async function buildApp({
   now = () => new Date(),
   deliverWebhooks = true,
   logger,
+  tracing,
 }: AppOptions) {
   const app = Fastify({
     ...(logger && typeof (logger as { info?: unknown }).info === 'function'
@@ -102,6 +106,8 @@ export async function buildApp({
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   app.setValidatorCompiler(createValidatorCompiler(SHARED_SCHEMAS));
 
+  // First, so that its span covers every other hook; not registered at all when tracing is off.
+  if (tracing) await app.register(tracing.serverSpans, { tracer: tracing.tracer });
   // Named plugins: each declares the ones it must come after, and Fastify refuses a wrong order.
   await app.register(errorHandling);
   await app.register(expectations);
@@ -116,7 +122,8 @@ export async function buildApp({
 
   const metrics = new ServiceMetrics(storage);
   await app.register(metricsEndpoint, { metrics, route: config.metrics === undefined });
-  const store = metrics.instrument(storage, new StorageOutage(app.log));
+  const counted = metrics.instrument(storage, new StorageOutage(app.log));
+  const store = tracing ? tracing.storage.instrument(counted) : counted;
   const links = new Links(config.publicBaseUrl);
   const cursorSecret = await store.sharedSecret('cursor');
   const catalog = new PetCatalog(store.pets, new CursorCodec(cursorSecret), now);
@@ -163,7 +170,7 @@ export async function buildApp({
     },
     { prefix: '/v1' },
   );
-  if (deliverWebhooks) deliverInBackground(app, config, store, metrics, now);
+  if (deliverWebhooks) deliverInBackground(app, config, store, metrics, now, tracing);
   await app.ready();
   return app;
 }
@@ -178,6 +185,7 @@ function deliverInBackground(
   storage: Storage,
   metrics: ServiceMetrics,
   now: () => Date,
+  tracing: Tracing | undefined,
 ): void {
   const { timeoutMs, retrySchedule, disableAfterMs, concurrencyPerEndpoint, policy } = config.webhooks;
   const deliverer = new Deliverer({
@@ -189,6 +197,7 @@ function deliverInBackground(
     concurrencyPerEndpoint,
     now,
     log: app.log,
+    tracer: tracing?.deliveries,
     metrics: {
       attempted: (outcome, seconds) => {
         metrics.webhookDeliveries.inc({ outcome });

@@ -96,6 +96,8 @@ export class RequestLog extends LogController {
       // Undefined values are left out of the line: no key id before authentication, no code for a 2xx.
       apiKeyId: request.apiKeyId || undefined,
       code: statusCode >= 400 ? ERROR_CODE_BY_STATUS.get(statusCode) : undefined,
+      // Only while tracing is on (tracing/server-spans.ts).
+      traceId: request.traceId,
     };
     if (error) reply.log.error({ ...line, err: error }, 'request errored');
     else reply.log[levelOf(statusCode)](line, 'request');

@@ -144,7 +144,9 @@ export class PostgresPetStore implements PetStore {
       await appendEvents(
         client,
         created.flatMap((result, i) =>
-          result.replayed ? [] : [petCreated(result.pet, (creations[i] as PetCreation).at ?? new Date())],
+          result.replayed
+            ? []
+            : [petCreated(result.pet, (creations[i] as PetCreation).at ?? new Date(), creations[i]?.cause)],
         ),
       );
       return created;

@@ -78,7 +78,7 @@ export class SqlitePetStore implements PetStore {
       creations.map((creation) => {
         const created = this.#createOne(creation);
         if (record && !created.replayed)
-          this.#events.append(petCreated(created.pet, creation.at ?? new Date()));
+          this.#events.append(petCreated(created.pet, creation.at ?? new Date(), creation.cause));
         return created;
       }),
     );
