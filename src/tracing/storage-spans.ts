@@ -1,22 +1,79 @@
-import { context, SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api';
+import {
+  context,
+  ROOT_CONTEXT,
+  type Span,
+  type SpanContext,
+  SpanKind,
+  SpanStatusCode,
+  type Tracer,
+  trace,
+} from '@opentelemetry/api';
 import type { Storage } from '../domain/storage.js';
+import { type GroupCommitObserver, observeGroupCommits } from '../storage/create-batcher.js';
 import { wrapMethods } from '../storage/intercept-errors.js';
+
+/** Ends `span` when `result` settles (an error marks it), and hands `result` on as it was. */
+function endWhenSettled<R>(span: Span, run: () => R): R {
+  const fail = (error: unknown): never => {
+    span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
+    span.end();
+    throw error;
+  };
+  try {
+    const result = run();
+    if (!(result instanceof Promise)) {
+      span.end();
+      return result;
+    }
+    return result.then((settled: unknown) => {
+      span.end();
+      return settled;
+    }, fail) as R;
+  } catch (error) {
+    return fail(error);
+  }
+}
 
 /**
  * A client span around each storage call made inside a traced request (`pets.create`, `orders.place`,
  * `pets.listJson`…), a child of its server span, with the database semantic conventions' attributes
- * (`db.system.name` sqlite or postgresql, `db.operation.name`). A call covers the statements of its
- * transaction and, for a write, the wait for the group commit it joins (create-batcher.ts), which the
- * span names by how many writes that commit carried only in its duration. Calls outside any request
- * (webhook delivery, background pruning) are not traced.
+ * (`db.system.name` sqlite or postgresql, `db.operation.name`). A write waits for the group commit it
+ * joins (create-batcher.ts): each commit is a span of its own, `group commit pets.create`, naming how
+ * many writes it carried (`db.operation.batch.size`), a child of the first write's span and linked to
+ * the others'. Calls outside any request (background pruning, the deliverer's polling) are not traced.
  */
-export class StorageSpans {
+export class StorageSpans implements GroupCommitObserver {
   readonly #tracer: Tracer;
   readonly #system: string;
 
   constructor(tracer: Tracer, system: 'sqlite' | 'postgresql') {
     this.#tracer = tracer;
     this.#system = system;
+    observeGroupCommits(this);
+  }
+
+  caller(): SpanContext | undefined {
+    return trace.getSpanContext(context.active());
+  }
+
+  commit<R>(name: string, callers: readonly unknown[], run: () => R): R {
+    const [first, ...others] = callers.filter((caller): caller is SpanContext => caller !== undefined);
+    // Writes from no traced request (a delivery's result) make no span.
+    if (first === undefined) return run();
+    const span = this.#tracer.startSpan(
+      `group commit ${name}`,
+      {
+        kind: SpanKind.CLIENT,
+        links: others.map((caller) => ({ context: caller })),
+        attributes: {
+          'db.system.name': this.#system,
+          'db.operation.name': 'group commit',
+          'db.operation.batch.size': callers.length,
+        },
+      },
+      trace.setSpanContext(ROOT_CONTEXT, first),
+    );
+    return context.with(trace.setSpan(ROOT_CONTEXT, span), () => endWhenSettled(span, run));
   }
 
   instrument(storage: Storage): Storage {
@@ -32,26 +89,7 @@ export class StorageSpans {
               kind: SpanKind.CLIENT,
               attributes: { 'db.system.name': this.#system, 'db.operation.name': name },
             },
-            (span) => {
-              const fail = (error: unknown) => {
-                span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
-                span.end();
-                throw error;
-              };
-              try {
-                const result = call(args);
-                if (!(result instanceof Promise)) {
-                  span.end();
-                  return result;
-                }
-                return result.then((settled: unknown) => {
-                  span.end();
-                  return settled;
-                }, fail);
-              } catch (error) {
-                return fail(error);
-              }
-            },
+            (span) => endWhenSettled(span, () => call(args)),
           );
         };
       });

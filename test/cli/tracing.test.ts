@@ -96,10 +96,12 @@ for (const backend of backends) {
       const created = await call(serve.url, 'POST', '/v1/pets', { name: 'Traced', categoryId: 7 });
       assert.equal(created.status, 201, created.body);
       const { traceId, spanId } = traceOf(created);
-      const [server, storage] = await otlp.waitFor('the spans of the create', (spans) => {
+      const system = backend.name === 'sqlite' ? 'sqlite' : 'postgresql';
+      const [server, storage, commit] = await otlp.waitFor('the spans of the create', (spans) => {
         const server = spans.find((span) => span.spanId === spanId);
         const storage = spans.find((span) => span.parentSpanId === spanId && span.name === 'pets.create');
-        return server && storage ? [server, storage] : undefined;
+        const commit = spans.find((span) => storage && span.parentSpanId === storage.spanId);
+        return server && storage && commit ? [server, storage, commit] : undefined;
       });
       assert.deepEqual(
         {
@@ -136,9 +138,20 @@ for (const backend of backends) {
         {
           traceId,
           kind: CLIENT,
+          attributes: { 'db.system.name': system, 'db.operation.name': 'pets.create' },
+        },
+      );
+      // The group commit the create joined: alone in it, as nothing else was being written.
+      assert.deepEqual(
+        { name: commit.name, traceId: commit.traceId, kind: commit.kind, attributes: commit.attributes },
+        {
+          name: 'group commit pets.create',
+          traceId,
+          kind: CLIENT,
           attributes: {
-            'db.system.name': backend.name === 'sqlite' ? 'sqlite' : 'postgresql',
-            'db.operation.name': 'pets.create',
+            'db.system.name': system,
+            'db.operation.name': 'group commit',
+            'db.operation.batch.size': 1,
           },
         },
       );
@@ -150,6 +163,39 @@ for (const backend of backends) {
         ),
       );
       assert.equal(line.traceId, traceId);
+    });
+
+    test('when creates arrive together, then each group commit span names how many writes it carried, a child of the first and linked to the others', async () => {
+      const answers = await Promise.all(
+        Array.from({ length: 12 }, (_, i) =>
+          call(serve.url, 'POST', '/v1/pets', { name: `Batch ${i}`, categoryId: i }),
+        ),
+      );
+      const servers = new Set(answers.map((answer) => traceOf(answer).spanId));
+      const commits = await otlp.waitFor('every create’s group commit', (spans) => {
+        const writes = new Set(
+          spans
+            .filter((s) => s.name === 'pets.create' && servers.has(s.parentSpanId ?? ''))
+            .map((s) => s.spanId),
+        );
+        if (writes.size < 12) return undefined;
+        const commits = spans.filter(
+          (s) =>
+            s.name === 'group commit pets.create' &&
+            (writes.has(s.parentSpanId ?? '') || s.links.some((link) => writes.has(link.spanId))),
+        );
+        const carried = commits.reduce((sum, s) => sum + Number(s.attributes['db.operation.batch.size']), 0);
+        return carried >= 12 ? commits : undefined;
+      });
+      for (const commit of commits) {
+        // One write is its parent, each other one a link: as many as the batch size says.
+        assert.equal(commit.links.length + 1, commit.attributes['db.operation.batch.size']);
+      }
+      assert.equal(
+        commits.reduce((sum, s) => sum + Number(s.attributes['db.operation.batch.size']), 0),
+        12,
+        'each create in exactly one commit',
+      );
     });
 
     test('when a request carries a traceparent, then its server span continues that trace as a child of the caller’s span, named by its route template', async () => {

@@ -167,8 +167,9 @@ export class PostgresOrderStore implements OrderStore {
   constructor(pool: pg.Pool, idempotency: PostgresIdempotencyKeys) {
     this.#pool = pool;
     this.#idempotency = idempotency;
-    this.#writes = new CreateBatcher((writes) =>
-      inTransaction(this.#pool, (client) => this.#writeAll(client, writes)),
+    this.#writes = new CreateBatcher(
+      (writes) => inTransaction(this.#pool, (client) => this.#writeAll(client, writes)),
+      { name: 'orders.write' },
     );
   }
 

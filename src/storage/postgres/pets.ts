@@ -130,7 +130,9 @@ export class PostgresPetStore implements PetStore {
   /** createPet's Idempotency-Key records. */
   readonly #idempotency: PostgresIdempotencyKeys;
   // One batch in flight at a time; creates arriving meanwhile go together in the next one.
-  readonly #creates = new CreateBatcher<PetCreation, CreatedPet>((creations) => this.#createAll(creations));
+  readonly #creates = new CreateBatcher<PetCreation, CreatedPet>((creations) => this.#createAll(creations), {
+    name: 'pets.create',
+  });
 
   constructor(pool: pg.Pool, idempotency: PostgresIdempotencyKeys) {
     this.#pool = pool;

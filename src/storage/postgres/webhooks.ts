@@ -101,8 +101,11 @@ export class PostgresWebhookStore implements WebhookStore {
   readonly #pool: pg.Pool;
   readonly #url: string;
   readonly #listeners = new Set<() => void>();
-  readonly #results = new CreateBatcher<AttemptResult, AttemptRecorded>((results) =>
-    this.#recordAll(results),
+  readonly #results = new CreateBatcher<AttemptResult, AttemptRecorded>(
+    (results) => this.#recordAll(results),
+    {
+      name: 'webhooks.recordAttempt',
+    },
   );
   #listening: pg.Client | undefined;
   #closed = false;

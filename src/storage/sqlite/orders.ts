@@ -117,7 +117,7 @@ export class SqliteOrderStore implements OrderStore {
         }
       }),
     );
-    this.#writes = new CreateBatcher((writes) => this.#writeAll.immediate(writes));
+    this.#writes = new CreateBatcher((writes) => this.#writeAll.immediate(writes), { name: 'orders.write' });
   }
 
   #placeOne({ petId, at, idempotency, cause }: OrderPlacement): PlacedOrder {

@@ -85,7 +85,9 @@ export class SqlitePetStore implements PetStore {
     // better-sqlite3 commits synchronously, so the batch is whatever was queued in one event-loop turn.
     // IMMEDIATE: the write lock is taken first, so processes sharing the file (--workers) take turns
     // over a whole batch, claims of Idempotency-Keys included, and exactly one of them creates.
-    this.#creates = new CreateBatcher((creations) => this.#createAll.immediate(creations, true));
+    this.#creates = new CreateBatcher((creations) => this.#createAll.immediate(creations, true), {
+      name: 'pets.create',
+    });
   }
 
   #insertPet(pet: PetRecordInput): Pet {

@@ -171,7 +171,9 @@ export class SqliteWebhookStore implements WebhookStore {
     const recordAll = db.transaction((results: readonly AttemptResult[]) =>
       results.map((result) => this.#recordOne(result)),
     );
-    this.#results = new CreateBatcher((results) => this.#relaxed(() => recordAll.immediate(results)));
+    this.#results = new CreateBatcher((results) => this.#relaxed(() => recordAll.immediate(results)), {
+      name: 'webhooks.recordAttempt',
+    });
   }
 
   #endpoint(id: bigint): WebhookEndpoint | undefined {
