@@ -51,6 +51,7 @@ export const serverSpans = fp(
       const parent = propagation.extract(ROOT_CONTEXT, request.headers);
       const template = templateOf(request);
       const method = request.method;
+      // What a sampler may look at is given at the start; the rest only to a span that is recorded.
       const span = tracer.startSpan(
         template === undefined ? method : `${method} ${template}`,
         {
@@ -58,17 +59,19 @@ export const serverSpans = fp(
           attributes: {
             'http.request.method': method,
             'url.path': request.url.split('?')[0],
-            'url.scheme': request.protocol,
-            'client.address': request.ip,
-            'network.protocol.version': request.raw.httpVersion,
             ...(template === undefined ? {} : { 'http.route': template }),
-            ...(request.headers['user-agent']
-              ? { 'user_agent.original': request.headers['user-agent'] }
-              : {}),
           },
         },
         parent,
       );
+      if (span.isRecording()) {
+        span.setAttributes({
+          'url.scheme': request.protocol,
+          'client.address': request.ip,
+          'network.protocol.version': request.raw.httpVersion,
+          ...(request.headers['user-agent'] ? { 'user_agent.original': request.headers['user-agent'] } : {}),
+        });
+      }
       const { traceId, spanId, traceFlags } = span.spanContext();
       request.span = span;
       request.traceId = traceId;
@@ -78,7 +81,7 @@ export const serverSpans = fp(
     });
     app.addHook('onResponse', (request, reply, done) => {
       const span = request.span;
-      if (span) {
+      if (span?.isRecording()) {
         const status = reply.statusCode;
         const operationId = (request.routeOptions.schema as { operationId?: string } | undefined)
           ?.operationId;
@@ -88,7 +91,7 @@ export const serverSpans = fp(
         // Semantic conventions: a server span is an error for a 5xx only.
         if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR, message: String(status) });
         span.end();
-      }
+      } else span?.end();
       done();
     });
   },

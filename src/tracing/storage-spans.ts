@@ -53,7 +53,8 @@ export class StorageSpans implements GroupCommitObserver {
   }
 
   caller(): SpanContext | undefined {
-    return trace.getSpanContext(context.active());
+    const span = trace.getSpan(context.active());
+    return span?.isRecording() ? span.spanContext() : undefined;
   }
 
   commit<R>(name: string, callers: readonly unknown[], run: () => R): R {
@@ -81,8 +82,9 @@ export class StorageSpans implements GroupCommitObserver {
       wrapMethods(target, (call, method) => {
         const name = `${area}.${method}`;
         return (...args) => {
-          // Only as part of a request's trace: a background loop would make a root span per poll.
-          if (trace.getSpan(context.active()) === undefined) return call(args);
+          // Only as part of a request's trace that is kept: a background loop would make a root span
+          // per poll, and a request the sampler left out would pay for spans nobody sees.
+          if (!trace.getSpan(context.active())?.isRecording()) return call(args);
           return this.#tracer.startActiveSpan(
             name,
             {

@@ -40,10 +40,13 @@ export function startTracing(database: 'sqlite' | 'postgresql'): Tracing {
   });
   provider.register();
   const tracer = trace.getTracer('animal-store', VERSION);
-  // Every change records the traceparent of the request that made it, for its deliveries' links.
+  // Every change records the traceparent of the request that made it, for its deliveries' links; not
+  // when the sampler left the request out (a link to a trace nobody kept leads nowhere).
   readEventCauseFrom(() => {
+    const active = context.active();
+    if (!trace.getSpan(active)?.isRecording()) return undefined;
     const carrier: Record<string, string> = {};
-    propagation.inject(context.active(), carrier);
+    propagation.inject(active, carrier);
     return carrier.traceparent;
   });
   return {

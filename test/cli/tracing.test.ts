@@ -9,6 +9,7 @@ import {
   type TempDatabase,
   tempDatabase,
 } from '../support/cli.js';
+import { queryDatabase } from '../support/db-inspect.js';
 import { OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 import { TEST_KEY } from '../support/test-server.js';
 import { WebhookReceiver } from '../support/webhook-receiver.js';
@@ -81,7 +82,8 @@ for (const backend of backends) {
         WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
         OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint,
         OTEL_BSP_SCHEDULE_DELAY: '50',
-        OTEL_SERVICE_NAME: 'petstore-under-test',
+        // Named on one backend; the other shows the default name.
+        ...(backend.name === 'sqlite' ? { OTEL_SERVICE_NAME: 'petstore-under-test' } : {}),
         NODE_OPTIONS: REPORT_MODULES,
       });
     });
@@ -111,7 +113,13 @@ for (const backend of backends) {
           parent: server.parentSpanId,
           service: server.service,
         },
-        { name: 'POST /v1/pets', kind: SERVER, traceId, parent: undefined, service: 'petstore-under-test' },
+        {
+          name: 'POST /v1/pets',
+          kind: SERVER,
+          traceId,
+          parent: undefined,
+          service: backend.name === 'sqlite' ? 'petstore-under-test' : 'animal-store',
+        },
       );
       assert.deepEqual(
         {
@@ -299,7 +307,7 @@ for (const backend of backends) {
   });
 }
 
-describe('tracing off: no OTLP endpoint, or OTEL_SDK_DISABLED=true', () => {
+describe('tracing off (no OTLP endpoint, OTEL_SDK_DISABLED, OTEL_TRACES_EXPORTER=none), and a request sampled out', () => {
   let database: TempDatabase;
   let otlp: OtlpReceiver;
   before(async () => {
@@ -314,6 +322,7 @@ describe('tracing off: no OTLP endpoint, or OTEL_SDK_DISABLED=true', () => {
   for (const [when, env] of [
     ['no endpoint is set', { OTEL_SERVICE_NAME: 'untraced', OTEL_TRACES_SAMPLER: 'always_on' }],
     ['OTEL_SDK_DISABLED=true', { OTEL_SDK_DISABLED: 'true' }],
+    ['OTEL_TRACES_EXPORTER=none', { OTEL_TRACES_EXPORTER: 'none' }],
   ] as const) {
     test(`when ${when}, then the SDK is never loaded, nothing is exported, and no answer or line carries a trace`, async () => {
       const serve = await startServe({
@@ -350,4 +359,36 @@ describe('tracing off: no OTLP endpoint, or OTEL_SDK_DISABLED=true', () => {
       }
     });
   }
+
+  test('when the sampler leaves a request out, then its answer and line still name its trace (flags 00), but nothing is exported and its event records no cause', async () => {
+    const serve = await startServe({
+      DATABASE_URL: database.url,
+      PETSTORE_API_KEYS: TEST_KEY,
+      OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint,
+      OTEL_BSP_SCHEDULE_DELAY: '50',
+      OTEL_TRACES_SAMPLER: 'always_off',
+    });
+    try {
+      const created = await call(serve.url, 'POST', '/v1/pets', { name: 'Unsampled', categoryId: 2 });
+      assert.equal(created.status, 201);
+      assert.match(created.headers.get('traceresponse') ?? '', /^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
+      const { id } = JSON.parse(created.body) as { id: number };
+      const { code, stdout } = await serve.stop();
+      assert.equal(code, 0);
+      const line = jsonLines(stdout).find((entry) => entry.msg === 'request' && entry.url === '/v1/pets');
+      assert.equal(line?.traceId, traceOf(created).traceId);
+      assert.deepEqual(otlp.requests, [], 'nothing exported, even at shutdown');
+      const events = await queryDatabase<{ data: string; trace_context: string | null }>(
+        database.url,
+        'SELECT data, trace_context FROM events',
+      );
+      const mine = events.filter((event) => JSON.parse(event.data).id === id);
+      assert.deepEqual(
+        mine.map((event) => event.trace_context),
+        [null],
+      );
+    } finally {
+      await serve.kill();
+    }
+  });
 });
