@@ -44,30 +44,33 @@ export async function runCluster(config: Config, workers: number): Promise<void>
   }
   // A port in use would make every worker fail to listen, forever: say so once, before forking.
   if (config.port !== 0) await assertPortFree(config.host, config.port);
-  const log = await createLogger(config);
-  log.info(
-    { version: VERSION, node: NODE_VERSION, workers },
-    `petstore ${VERSION} on Node.js ${NODE_VERSION}`,
-  );
-  if (config.rateLimit.perSecond > 0 && !config.redisUrl) {
-    log.warn(
-      `without REDIS_URL each of the ${workers} workers keeps its own rate-limit buckets, so an API key may use up to ${workers} times RATE_LIMIT_PER_SECOND and RATE_LIMIT_BURST; set REDIS_URL to share one budget`,
-    );
-  }
-  cluster.schedulingPolicy = cluster.SCHED_NONE;
-  const metrics = new ClusterMetrics();
-  // Before any worker is forked: a port in use stops the start here, with nothing to clean up.
-  if (config.metrics) {
-    const { host, port } = config.metrics;
-    const listener = await listenForMetrics(host, port, async () => ({
-      contentType: metrics.contentType,
-      text: await metrics.text(),
-    }));
-    log.info(`metrics listening at ${serverUrl(host, listener.port)}/metrics`);
-  }
+  // Migrates once, before any worker opens the database; a schema this build cannot serve stops the
+  // start here, with the one line main writes and nothing logged or listening.
   const storage = await openStorage(config);
+  let log: Logger;
   let url: string;
   try {
+    log = await createLogger(config);
+    log.info(
+      { version: VERSION, node: NODE_VERSION, workers },
+      `petstore ${VERSION} on Node.js ${NODE_VERSION}`,
+    );
+    if (config.rateLimit.perSecond > 0 && !config.redisUrl) {
+      log.warn(
+        `without REDIS_URL each of the ${workers} workers keeps its own rate-limit buckets, so an API key may use up to ${workers} times RATE_LIMIT_PER_SECOND and RATE_LIMIT_BURST; set REDIS_URL to share one budget`,
+      );
+    }
+    cluster.schedulingPolicy = cluster.SCHED_NONE;
+    const metrics = new ClusterMetrics();
+    // Before any worker is forked: a port in use stops the start here.
+    if (config.metrics) {
+      const { host, port } = config.metrics;
+      const listener = await listenForMetrics(host, port, async () => ({
+        contentType: metrics.contentType,
+        text: await metrics.text(),
+      }));
+      log.info(`metrics listening at ${serverUrl(host, listener.port)}/metrics`);
+    }
     url = await new Supervisor(config, workers, log, metrics).start();
     await announceFirstKey(storage.apiKeys, config, url);
   } finally {
