@@ -1,7 +1,9 @@
 /**
  * The benchmark: `npm run bench [-- --quick] [--workers N] [--backends sqlite,postgres] [--sizes 10000,1000000]
  * [--seconds 10] [--connections 32] [--scenarios list,get,…] [--log-level info] [--env NAME=VALUE …]
- * [--stored-key]`; `--stored-key` sends a key made with `petstore keys create` (looked up, its expiry
+ * [--stored-key] [--tracing off,100%,1%]`; `--tracing` runs the service once per mode, side by side:
+ * tracing off, on with every trace kept, on with 1% kept (spans exported over OTLP/HTTP to a sink in
+ * this process that answers 200 at once); `--stored-key` sends a key made with `petstore keys create` (looked up, its expiry
  * checked and its use noted for `keys list`) instead of one from PETSTORE_API_KEYS (answered in memory);
  * `npm run bench -- --render bench/results/<run>.json` rewrites docs/benchmarks.md from a saved run.
  *
@@ -53,6 +55,8 @@ const { values: args } = parseArgs({
     env: { type: 'string', multiple: true, default: [] },
     /** Load with a stored key (keys create) rather than a configured one (PETSTORE_API_KEYS). */
     'stored-key': { type: 'boolean', default: false },
+    /** Tracing modes to run the service in, side by side: off, 100% (every trace), 1%. */
+    tracing: { type: 'string', default: 'off' },
     /** Re-renders docs/benchmarks.md from a saved results file instead of measuring. */
     render: { type: 'string' },
     'postgres-url': {
@@ -75,6 +79,17 @@ const seconds = Number(args.seconds ?? (quick ? 2 : 10));
 const sizes = (args.sizes ?? (quick ? '10000' : '10000,1000000')).split(',').map(Number);
 const wanted = (args.backends as string).split(',');
 const scenarios = SCENARIOS.filter((scenario) => (args.scenarios as string).split(',').includes(scenario));
+/** How the service traces in each of its runs: not at all, or on, keeping every trace or 1% of them. */
+const TRACING_MODES = {
+  off: undefined,
+  '100%': { OTEL_TRACES_SAMPLER: 'parentbased_always_on' },
+  '1%': { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01' },
+} as const;
+type TracingMode = keyof typeof TRACING_MODES;
+const tracingModes = (args.tracing as string).split(',').map((mode) => {
+  if (!(mode in TRACING_MODES)) throw new Error(`--tracing: ${mode} is not one of off, 100%, 1%`);
+  return mode as TracingMode;
+});
 
 function log(message: string): void {
   process.stderr.write(`bench: ${message}\n`);
@@ -226,27 +241,57 @@ async function newDatabase(backend: 'sqlite' | 'postgres'): Promise<ThrowawayDat
   return createDatabase(args['postgres-url'] as string, 'petstore_bench');
 }
 
+/**
+ * Where traced runs export their spans: an OTLP/HTTP sink in this process that reads each body and
+ * answers 200, as a collector does (its CPU is not the target's).
+ */
+async function otlpSink(): Promise<string> {
+  sink ??= await new Promise<Server>((resolve) => {
+    const server = createHttpServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+    });
+    server.listen(0, '127.0.0.1', () => resolve(server));
+  });
+  return `http://127.0.0.1:${(sink.address() as AddressInfo).port}`;
+}
+
+let sink: Server | undefined;
+
 async function startService(
   backend: 'sqlite' | 'postgres',
   size: number,
   database: ThrowawayDatabase,
+  tracing: TracingMode = 'off',
+  seed = true,
 ): Promise<Target> {
-  log(`${backend}: seeding ${size} pets through the bulk path (petstore seed)`);
-  runToEnd(process.execPath, [CLI, 'seed', '--count', String(size)], serviceEnv(database.url));
+  if (seed) {
+    log(`${backend}: seeding ${size} pets through the bulk path (petstore seed)`);
+    runToEnd(process.execPath, [CLI, 'seed', '--count', String(size)], serviceEnv(database.url));
+  }
   const key = args['stored-key']
     ? runToEnd(process.execPath, [CLI, 'keys', 'create', '--name', 'bench'], serviceEnv(database.url)).trim()
     : KEY;
   // Logs are produced (their cost is part of the measurement) but not read.
   const port = await freePort();
-  const service = await startServe(definedOnly(serviceEnv(database.url, { PORT: String(port) })), {
-    workers,
-    entry: 'built',
-    stdout: 'ignore',
-  });
+  const traced = TRACING_MODES[tracing];
+  const tracingEnv = traced ? { OTEL_EXPORTER_OTLP_ENDPOINT: await otlpSink(), ...traced } : {};
+  const service = await startServe(
+    definedOnly(serviceEnv(database.url, { PORT: String(port), ...tracingEnv })),
+    {
+      workers,
+      entry: 'built',
+      stdout: 'ignore',
+    },
+  );
   const { url, child } = service;
   await waitUntilUp(url, child);
   pinTarget(child.pid as number);
-  const name = `${backend}${workers > 1 ? ` ×${workers} workers` : ''}`;
+  const name = `${backend}${workers > 1 ? ` ×${workers} workers` : ''}${
+    tracingModes.length > 1 || tracing !== 'off'
+      ? `, tracing ${tracing === 'off' ? 'off' : `on ${tracing}`}`
+      : ''
+  }`;
   return {
     name,
     key,
@@ -419,8 +464,11 @@ async function main(): Promise<void> {
         for (const backend of backends) {
           const database = await newDatabase(backend);
           databases.push(database);
-          const service = await startService(backend, size, database);
+          // One process per tracing mode, on the same database (seeded once), run back to back.
+          const [first, ...others] = tracingModes;
+          const service = await startService(backend, size, database, first);
           targets.push(service);
+          for (const mode of others) targets.push(await startService(backend, size, database, mode, false));
           if (backend === 'sqlite') targets.push(await startExpress(database, service.dataset));
           if (backend === 'postgres') {
             log(`postgres: bare queries, ${size} pets`);
@@ -459,6 +507,7 @@ async function main(): Promise<void> {
     await stop(reference.child);
     await stop(floor.child);
     receiver?.close();
+    sink?.close();
   }
 
   const machine = {

@@ -1,7 +1,6 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { SchemaObject } from 'ajv';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { type DestinationStream, pino } from 'pino';
 import type { Config } from './config/config.js';
 import { ApiKeyLastUse, LAST_USE_FLUSH_MS } from './domain/api-key-last-use.js';
 import { ApiKeyVerifier } from './domain/api-keys.js';
@@ -47,7 +46,9 @@ import { scopes } from './http/scopes.js';
 import { buildSharedSerializers } from './http/serialization.js';
 import { StorageOutage } from './http/storage-outage.js';
 import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
+import { loggerOptions } from './logging.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
+import type { Tracing } from './tracing/tracing.js';
 import { Deliverer } from './webhooks/deliverer.js';
 import { WebhookSender } from './webhooks/sender.js';
 
@@ -60,6 +61,8 @@ export interface AppOptions {
   deliverWebhooks?: boolean;
   /** A pino logger configuration or instance; defaults to JSON lines on stdout at config.logLevel. */
   logger?: FastifyServerOptions['logger'] | FastifyServerOptions['loggerInstance'];
+  /** Tracing, when it is on (server.ts starts it): spans of requests, storage calls and deliveries. */
+  tracing?: Tracing | undefined;
 }
 
 const SHARED_SCHEMAS = [
@@ -77,6 +80,7 @@ export async function buildApp({
   now = () => new Date(),
   deliverWebhooks = true,
   logger,
+  tracing,
 }: AppOptions) {
   const app = Fastify({
     ...(logger && typeof (logger as { info?: unknown }).info === 'function'
@@ -104,6 +108,8 @@ export async function buildApp({
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   app.setValidatorCompiler(createValidatorCompiler(SHARED_SCHEMAS));
 
+  // First, so that its span covers every other hook; not registered at all when tracing is off.
+  if (tracing) await app.register(tracing.serverSpans, { tracer: tracing.tracer });
   // Named plugins: each declares the ones it must come after, and Fastify refuses a wrong order.
   await app.register(errorHandling);
   await app.register(expectations);
@@ -114,11 +120,12 @@ export async function buildApp({
   await app.register(routeFallbacks);
   await app.register(openApi, { publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl });
   await app.register(corsPolicy, { origins: config.corsOrigins });
-  await app.register(docs);
+  if (config.docsEnabled) await app.register(docs);
 
   const metrics = new ServiceMetrics(storage);
-  await app.register(metricsEndpoint, { metrics });
-  const store = metrics.instrument(storage, new StorageOutage(app.log));
+  await app.register(metricsEndpoint, { metrics, route: config.metrics === undefined });
+  const counted = metrics.instrument(storage, new StorageOutage(app.log));
+  const store = tracing ? tracing.storage.instrument(counted) : counted;
   const links = new Links(config.publicBaseUrl);
   const cursorSecret = await store.sharedSecret('cursor');
   const catalog = new PetCatalog(store.pets, new CursorCodec(cursorSecret), now);
@@ -165,7 +172,7 @@ export async function buildApp({
     },
     { prefix: '/v1' },
   );
-  if (deliverWebhooks) deliverInBackground(app, config, store, metrics, now);
+  if (deliverWebhooks) deliverInBackground(app, config, store, metrics, now, tracing);
   await app.ready();
   return app;
 }
@@ -180,6 +187,7 @@ function deliverInBackground(
   storage: Storage,
   metrics: ServiceMetrics,
   now: () => Date,
+  tracing: Tracing | undefined,
 ): void {
   const { timeoutMs, retrySchedule, disableAfterMs, concurrencyPerEndpoint, policy } = config.webhooks;
   const deliverer = new Deliverer({
@@ -191,6 +199,7 @@ function deliverInBackground(
     concurrencyPerEndpoint,
     now,
     log: app.log,
+    tracer: tracing?.deliveries,
     metrics: {
       attempted: (outcome, seconds) => {
         metrics.webhookDeliveries.inc({ outcome });
@@ -222,52 +231,6 @@ function deleteOldEvents(app: FastifyInstance, storage: Storage, days: number, n
   timer.unref();
   app.addHook('onReady', async () => runLogged());
   app.addHook('onClose', async () => clearInterval(timer));
-}
-
-/** JSON lines on stdout by default; LOG_FORMAT=pretty turns them into readable lines for a terminal. */
-async function loggerOptions(config: Config): Promise<FastifyServerOptions['logger']> {
-  const options = {
-    level: config.logLevel,
-    redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
-  };
-  if (config.logFormat === 'json') return { ...options, stream: logDestination() };
-  // Loaded only when asked for: a process writing JSON lines never loads it.
-  const { default: pretty } = await import('pino-pretty');
-  // sync: a line written just before process.exit (a shutdown) is not lost.
-  const stream = pretty({ translateTime: 'SYS:yyyy-mm-dd HH:MM:ss.l', ignore: 'pid,hostname', sync: true });
-  return { ...options, stream };
-}
-
-/** Bytes of request lines gathered before they are written (one write(2) for a few dozen of them). */
-const LOG_BUFFER_BYTES = 4096;
-/** The longest a request line waits in that buffer when traffic is too light to fill it. */
-const LOG_FLUSH_MS = 100;
-/** How the line RequestLog writes for each answered request ends (pino writes msg last). */
-const REQUEST_LINE_END = '"msg":"request"}\n';
-
-/**
- * stdout, written asynchronously, with the one line per answered request written in batches: those
- * lines gather in memory until 4 KiB or 100 ms, then go out in one write off the request path instead
- * of one write each. Every other line (start-up, warnings, errors, errored requests, shutdown) is
- * handed to the (asynchronous) write at once, never held for a batch. The buffer is written out synchronously when the process exits, by a
- * shutdown, process.exit or an uncaught exception (pino's exit handler, flushSync). What this trades:
- * a process killed outright (SIGKILL, the kernel's OOM killer, a power loss) loses the request lines of
- * its last 100 ms at most; docs/operations.md says so.
- */
-function logDestination(): DestinationStream & { flush(): void } {
-  const stdout = pino.destination({
-    dest: 1,
-    sync: false,
-    minLength: LOG_BUFFER_BYTES,
-    periodicFlush: LOG_FLUSH_MS,
-  });
-  return {
-    write(line: string) {
-      stdout.write(line);
-      if (!line.endsWith(REQUEST_LINE_END)) stdout.flush();
-    },
-    flush: () => stdout.flush(),
-  };
 }
 
 /** Where rate-limit buckets live (Redis when REDIS_URL is set), or undefined when limiting is off. */

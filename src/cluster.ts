@@ -1,10 +1,14 @@
 import cluster, { type Worker } from 'node:cluster';
 import { createServer } from 'node:net';
-import { AggregatorRegistry } from 'prom-client';
+import type { Logger } from 'pino';
+import { ClusterMetrics } from './cluster-metrics.js';
 import type { Config } from './config/config.js';
 import { METRICS_REQUEST, METRICS_RESPONSE } from './http/metrics.js';
+import { listenForMetrics } from './http/metrics-listener.js';
+import { createLogger } from './logging.js';
 import { announceFirstKey, serverUrl } from './server.js';
 import { openStorage } from './storage/open-storage.js';
+import { NODE_VERSION, VERSION } from './version.js';
 
 /** The primary to its workers on SIGTERM: close the listening socket, and say when it is closed. */
 export const STOP_ACCEPTING = 'petstore:stop-accepting';
@@ -29,6 +33,8 @@ const MAX_BACKOFF_MS = 10_000;
  * itself: it migrates the database once before any worker opens it (so workers never race to migrate a
  * SQLite file), creates the first API key once, replaces every worker that dies, for as long as it is
  * asked to serve, and on SIGTERM or SIGINT tells every worker to drain and exits when they all have.
+ * It answers for every worker's metrics (cluster-metrics.ts), on METRICS_PORT itself when that is set.
+ * Its log lines are JSON like the workers', on the same stdout.
  */
 export async function runCluster(config: Config, workers: number): Promise<void> {
   if (config.databaseUrl === 'sqlite::memory:') {
@@ -38,21 +44,39 @@ export async function runCluster(config: Config, workers: number): Promise<void>
   }
   // A port in use would make every worker fail to listen, forever: say so once, before forking.
   if (config.port !== 0) await assertPortFree(config.host, config.port);
-  if (config.rateLimit.perSecond > 0 && !config.redisUrl) {
-    process.stderr.write(
-      `petstore: warning: without REDIS_URL each of the ${workers} workers keeps its own rate-limit buckets, so an API key may use up to ${workers} times RATE_LIMIT_PER_SECOND and RATE_LIMIT_BURST; set REDIS_URL to share one budget\n`,
-    );
-  }
-  cluster.schedulingPolicy = cluster.SCHED_NONE;
+  // Migrates once, before any worker opens the database; a schema this build cannot serve stops the
+  // start here, with the one line main writes and nothing logged or listening.
   const storage = await openStorage(config);
+  let log: Logger;
   let url: string;
   try {
-    url = await new Supervisor(config, workers).start();
+    log = await createLogger(config);
+    log.info(
+      { version: VERSION, node: NODE_VERSION, workers },
+      `petstore ${VERSION} on Node.js ${NODE_VERSION}`,
+    );
+    if (config.rateLimit.perSecond > 0 && !config.redisUrl) {
+      log.warn(
+        `without REDIS_URL each of the ${workers} workers keeps its own rate-limit buckets, so an API key may use up to ${workers} times RATE_LIMIT_PER_SECOND and RATE_LIMIT_BURST; set REDIS_URL to share one budget`,
+      );
+    }
+    cluster.schedulingPolicy = cluster.SCHED_NONE;
+    const metrics = new ClusterMetrics();
+    // Before any worker is forked: a port in use stops the start here.
+    if (config.metrics) {
+      const { host, port } = config.metrics;
+      const listener = await listenForMetrics(host, port, async () => ({
+        contentType: metrics.contentType,
+        text: await metrics.text(),
+      }));
+      log.info(`metrics listening at ${serverUrl(host, listener.port)}/metrics`);
+    }
+    url = await new Supervisor(config, workers, log, metrics).start();
     await announceFirstKey(storage.apiKeys, config, url);
   } finally {
     await storage.close();
   }
-  process.stderr.write(`petstore: ${workers} workers listening on ${url}\n`);
+  log.info({ workers, url }, `${workers} workers listening on ${url}`);
 }
 
 function assertPortFree(host: string, port: number): Promise<void> {
@@ -88,12 +112,15 @@ class Supervisor {
   readonly #config: Config;
   readonly #slots: Slot[];
   readonly #bySlot = new Map<Worker, Slot>();
-  readonly #aggregator = new AggregatorRegistry();
+  readonly #log: Logger;
+  readonly #metrics: ClusterMetrics;
   #stopping = false;
   #failed = false;
 
-  constructor(config: Config, count: number) {
+  constructor(config: Config, count: number, log: Logger, metrics: ClusterMetrics) {
     this.#config = config;
+    this.#log = log;
+    this.#metrics = metrics;
     this.#slots = Array.from({ length: count }, () => ({
       worker: undefined,
       failures: 0,
@@ -118,10 +145,10 @@ class Supervisor {
     });
   }
 
-  /** Answers a worker's request for every worker's metrics, summed (see askPrimaryForMetrics). */
+  /** Answers a worker's request for every worker's metrics, aggregated (see askPrimaryForMetrics). */
   #answerMetrics(worker: Worker, message: { type?: unknown; id?: unknown }): void {
     if (message?.type !== METRICS_REQUEST) return;
-    this.#aggregator.clusterMetrics().then(
+    this.#metrics.text().then(
       (text) => worker.send({ type: METRICS_RESPONSE, id: message.id, text }),
       (error: Error) => worker.send({ type: METRICS_RESPONSE, id: message.id, error: error.message }),
     );
@@ -135,19 +162,21 @@ class Supervisor {
       worker = cluster.fork();
     } catch (error) {
       // The one failure that replacing cannot mend: stop, so a supervisor above restarts us.
-      process.stderr.write(`petstore: cannot start a worker: ${(error as Error).message}\n`);
+      this.#log.fatal({ err: error }, `cannot start a worker: ${(error as Error).message}`);
       this.#failed = true;
       this.#stop();
       return;
     }
     slot.worker = worker;
     this.#bySlot.set(worker, slot);
+    this.#metrics.added(worker, this.#slots.indexOf(slot));
     worker.on('message', (message) => this.#answerMetrics(worker, message));
   }
 
   #exited(worker: Worker, code: number, signal: string | null): void {
     const slot = this.#bySlot.get(worker);
     this.#bySlot.delete(worker);
+    this.#metrics.retired(worker);
     const cause = signal ? `killed by ${signal}` : `exit code ${code}`;
     if (this.#stopping) {
       if (code !== 0 && signal !== 'SIGTERM') this.#failed = true;
@@ -159,8 +188,9 @@ class Supervisor {
     const lived = slot.listeningSince === undefined ? 0 : Date.now() - slot.listeningSince;
     slot.failures = failuresAfter(slot.failures, lived);
     const delay = restartDelay(slot.failures);
-    process.stderr.write(
-      `petstore: worker ${worker.process.pid} ${slot.listeningSince === undefined ? 'died before listening' : 'died'} (${cause}); starting another in ${delay} ms\n`,
+    this.#log.error(
+      { worker: worker.process.pid, cause, restartInMs: delay },
+      `worker ${worker.process.pid} ${slot.listeningSince === undefined ? 'died before listening' : 'died'} (${cause}); starting another in ${delay} ms`,
     );
     slot.restart = setTimeout(() => this.#fork(slot), delay);
   }

@@ -1,10 +1,14 @@
+import cluster from 'node:cluster';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import type { Config } from './config/config.js';
 import { ensureFirstApiKey } from './domain/api-keys.js';
 import type { ApiKeyStore } from './domain/storage.js';
 import type { GuardedServer } from './http/connections.js';
+import { listenForMetrics, type MetricsListener } from './http/metrics-listener.js';
 import { databaseLocation, openStorage } from './storage/open-storage.js';
+import type { Tracing } from './tracing/tracing.js';
+import { tracingWanted } from './tracing/wanted.js';
 import { NODE_VERSION, VERSION } from './version.js';
 
 export interface RunningServer {
@@ -30,24 +34,41 @@ export async function startServer(
   config: Config,
   { createFirstKey = true }: StartOptions = {},
 ): Promise<RunningServer> {
+  // Only when an OTLP endpoint is configured is the OpenTelemetry SDK loaded at all.
+  const tracing: Tracing | undefined = tracingWanted()
+    ? (await import('./tracing/tracing.js')).startTracing(
+        config.databaseUrl.startsWith('sqlite:') ? 'sqlite' : 'postgresql',
+      )
+    : undefined;
   const storage = await openStorage(config);
   let app: FastifyInstance | undefined;
+  let metrics: MetricsListener | undefined;
   let closing: Promise<void> | undefined;
   const server = () => app?.server as GuardedServer | undefined;
   const close = () => {
     closing ??= (async () => {
       await server()?.drain();
       await app?.close();
+      await metrics?.close();
       await storage.close();
+      // The spans of the last requests and deliveries are exported before the process ends.
+      await tracing?.shutdown();
     })();
     return closing;
   };
   try {
-    app = await buildApp({ config, storage });
+    app = await buildApp({ config, storage, tracing });
     // The first line of every start: which build runs, on which Node.js.
     app.log.info({ version: VERSION, node: NODE_VERSION }, `petstore ${VERSION} on Node.js ${NODE_VERSION}`);
     // A relative sqlite: path depends on the working directory: say which database this start opened.
     app.log.info(`database: ${databaseLocation(config.databaseUrl)}`);
+    // Under --workers the primary serves METRICS_PORT, for every worker (cluster.ts).
+    if (config.metrics && !cluster.isWorker) {
+      const { host, port } = config.metrics;
+      const listening = app;
+      metrics = await listenForMetrics(host, port, () => listening.scrapeMetrics());
+      app.log.info(`metrics listening at ${serverUrl(host, metrics.port)}/metrics`);
+    }
     await app.listen({ host: config.host, port: config.port });
     const address = app.server.address();
     const url = serverUrl(config.host, typeof address === 'object' && address ? address.port : config.port);

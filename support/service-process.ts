@@ -75,8 +75,8 @@ export interface ProcessOptions {
   entry?: Entry;
   /**
    * What happens to stdout: kept in `stdout` (the default); drained, kept only until the process
-   * listens (a long run's request log would fill memory); or not even read (`serve --workers` only,
-   * which says where it listens on stderr).
+   * listens (a long run's request log would fill memory); or not even read (with a PORT of its own
+   * only: the address is otherwise learnt from the log).
    */
   stdout?: 'keep' | 'drain' | 'ignore';
 }
@@ -273,7 +273,7 @@ export interface ServeProcess extends CliProcess {
  * Starts `petstore serve` and waits until it listens. With a PORT of its own in `env` the address is
  * known, and it is ready once GET /healthz answers; otherwise it listens on a free port (PORT=0) and
  * says where: the "Server listening at" entry of its JSON log (so LOG_LEVEL must let info through), or
- * with more than one worker the primary's "N workers listening on" line on stderr.
+ * with more than one worker the primary's "N workers listening on" entry.
  */
 export async function startServe(
   env: Record<string, string>,
@@ -281,8 +281,8 @@ export async function startServe(
 ): Promise<ServeProcess> {
   const { workers = 1, ...processOptions } = options;
   const port = env.PORT && env.PORT !== '0' ? env.PORT : undefined;
-  if (processOptions.stdout === 'ignore' && !port && workers < 2)
-    throw new Error("stdout 'ignore' needs a PORT or workers: the address is learnt from the log");
+  if (processOptions.stdout === 'ignore' && !port)
+    throw new Error("stdout 'ignore' needs a PORT: the address is learnt from the log");
   const args = options.workers ? ['serve', '--workers', String(workers)] : ['serve'];
   const cli = new CliProcess(args, { PORT: '0', ...env }, processOptions);
   try {
@@ -297,13 +297,9 @@ export async function startServe(
         );
         return ok ? true : undefined;
       });
-    } else if (workers > 1) {
-      url = await cli.waitFor('the primary to say its workers listen', () => {
-        const match = new RegExp(`petstore: ${workers} workers listening on (http://\\S+)`).exec(cli.stderr);
-        return match?.[1];
-      });
     } else {
-      url = await cli.waitFor('the "Server listening at" log entry', () => listeningAt(cli.stdout));
+      const entry = workers > 1 ? new RegExp(`^${workers} workers listening on (\\S+)$`) : LISTENING_AT;
+      url = await cli.waitFor(`the "${entry.source}" log entry`, () => listeningAt(cli.stdout, entry));
     }
     if (processOptions.stdout === 'drain') cli.dropStdout();
     return Object.assign(cli, { url });
@@ -313,13 +309,18 @@ export async function startServe(
   }
 }
 
-/** The address in the "Server listening at …" entry of a JSON log, once it has been written. */
-function listeningAt(log: string): string | undefined {
+const LISTENING_AT = /^Server listening at (\S+)$/;
+
+/**
+ * The address in the entry of a JSON log that says where the service listens ("Server listening at …",
+ * or the primary's "N workers listening on …"), once it has been written.
+ */
+function listeningAt(log: string, message: RegExp): string | undefined {
   for (const line of log.split('\n')) {
-    if (!line.includes('Server listening at')) continue;
+    if (!line.includes(' listening ')) continue;
     try {
       const entry = JSON.parse(line) as { msg?: unknown };
-      const match = typeof entry.msg === 'string' ? /^Server listening at (\S+)$/.exec(entry.msg) : null;
+      const match = typeof entry.msg === 'string' ? message.exec(entry.msg) : null;
       if (match) return match[1];
     } catch {
       // a partial line: the rest is on its way

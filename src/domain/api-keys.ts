@@ -139,6 +139,11 @@ export interface Caller {
    * last use). The key itself goes no further.
    */
   apiKeyHash: string;
+  /**
+   * The key's id, safe to log: a stored key's (`key_…`, as `keys list` shows it), or `env:<n>` for the
+   * n-th key of PETSTORE_API_KEYS (from 1), which has no stored id.
+   */
+  apiKeyId: string;
   scopes: readonly ApiKeyScope[];
 }
 
@@ -173,7 +178,10 @@ export class ApiKeyVerifier {
     this.#configured = new Map(
       configuredKeys
         .map(hashApiKey)
-        .map((apiKeyHash) => [apiKeyHash, { apiKeyHash, scopes: API_KEY_SCOPES }]),
+        .map((apiKeyHash, index) => [
+          apiKeyHash,
+          { apiKeyHash, apiKeyId: `env:${index + 1}`, scopes: API_KEY_SCOPES },
+        ]),
     );
     this.#now = now;
     this.#used = used;
@@ -222,7 +230,7 @@ export class ApiKeyVerifier {
       // An expired key is refused exactly as an unknown one (docs/api.md).
       if (keyStatus(key, now) !== 'active') return undefined;
       this.#used?.(hash, now);
-      return { apiKeyHash: hash, scopes: key.scopes };
+      return { apiKeyHash: hash, apiKeyId: key.id, scopes: key.scopes };
     });
   }
 }

@@ -17,6 +17,8 @@ export interface NewEvent {
   type: EventType;
   occurredAt: Date;
   data: string;
+  /** What caused it (event-cause.ts): kept with the event for its deliveries, never part of the Event served. */
+  cause?: string | undefined;
 }
 
 /** A recorded event: ids ascend in the order the changes committed. */
@@ -32,17 +34,19 @@ export const petJson = (pet: Pet): string =>
 export const orderJson = (order: Order): string =>
   `{"id":${order.id},"petId":${order.petId},"status":"${order.status}","placedAt":"${order.placedAt.toISOString()}"}`;
 
-export const petCreated = (pet: Pet, at: Date): NewEvent => ({
+export const petCreated = (pet: Pet, at: Date, cause?: string): NewEvent => ({
   type: 'pet.created',
   occurredAt: at,
   data: petJson(pet),
+  cause,
 });
 
 /** order.placed, order.delivered or order.cancelled, after the order's own status. */
-export const orderChanged = (order: Order, at: Date): NewEvent => ({
+export const orderChanged = (order: Order, at: Date, cause?: string): NewEvent => ({
   type: `order.${order.status}`,
   occurredAt: at,
   data: orderJson(order),
+  cause,
 });
 
 /**

@@ -1,4 +1,5 @@
 import { IdempotencyKeyReusedError } from './errors.js';
+import { eventCause } from './event-cause.js';
 import { idempotencyClaim, requestHashOf } from './idempotency.js';
 import { type CursorCodec, DEFAULT_PAGE_SIZE } from './paging.js';
 import { DEFAULT_PET_STATUS, type NewPet, type Pet, type PetStatus } from './pet.js';
@@ -69,11 +70,13 @@ export class PetCatalog {
     idempotencyKey,
   }: PetCreationRequest): Promise<{ pet: Pet; replayed: boolean }> {
     const at = this.#now();
-    if (idempotencyKey === undefined) return this.#store.create({ pet: newPetRecord(pet), at });
+    const cause = eventCause();
+    if (idempotencyKey === undefined) return this.#store.create({ pet: newPetRecord(pet), at, cause });
     const requestHash = requestHashOf(pet);
     const created = await this.#store.create({
       pet: newPetRecord(pet),
       at,
+      cause,
       idempotency: idempotencyClaim(caller, idempotencyKey, requestHash, at),
     });
     if (created.requestHash !== requestHash) throw new IdempotencyKeyReusedError();

@@ -79,6 +79,8 @@ export interface PetCreation {
   /** When the pet is created: its pet.created event's occurredAt (by default, when it is stored). */
   at?: Date | undefined;
   idempotency?: IdempotencyClaim | undefined;
+  /** What caused it (event-cause.ts), recorded with its pet.created event. */
+  cause?: string | undefined;
 }
 
 export interface CreatedPet {
@@ -141,6 +143,8 @@ export interface OrderPlacement {
   petId: bigint;
   at: Date;
   idempotency?: IdempotencyClaim | undefined;
+  /** What caused it (event-cause.ts), recorded with its order.placed event. */
+  cause?: string | undefined;
 }
 
 /** How placing an order ended. Only `placed` changed anything. */
@@ -180,7 +184,8 @@ export interface OrderStore {
    * and records its order.delivered or order.cancelled event (occurred `at`, by default when it is
    * stored) in the same transaction.
    */
-  settle(id: bigint, to: OrderSettlement, at?: Date): Promise<SettledOrder>;
+  /** `cause`: what caused it (event-cause.ts), recorded with its event. */
+  settle(id: bigint, to: OrderSettlement, at?: Date, cause?: string): Promise<SettledOrder>;
   findById(id: bigint): Promise<Order | undefined>;
   /** Orders in ascending id order; without filters also how migrate-data reads them, batch by batch. */
   list(query: OrderListQuery): Promise<Order[]>;

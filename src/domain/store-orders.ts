@@ -1,4 +1,5 @@
 import { ConflictError, IdempotencyKeyReusedError, UnknownReferenceError } from './errors.js';
+import { eventCause } from './event-cause.js';
 import { idempotencyClaim, orderRequestHashOf } from './idempotency.js';
 import type { NewOrder, Order, OrderSettlement, OrderStatus } from './order.js';
 import { type CursorCodec, DEFAULT_PAGE_SIZE } from './paging.js';
@@ -57,6 +58,7 @@ export class StoreOrders {
     const placed = await this.#store.place({
       petId: order.petId,
       at,
+      cause: eventCause(),
       idempotency:
         idempotencyKey === undefined ? undefined : idempotencyClaim(caller, idempotencyKey, requestHash, at),
     });
@@ -85,7 +87,7 @@ export class StoreOrders {
 
   /** Asking again for the status the order is in is a safe retry: the order, unchanged. */
   async #settle(id: bigint, to: OrderSettlement): Promise<Order | undefined> {
-    const settled = await this.#store.settle(id, to, this.#now());
+    const settled = await this.#store.settle(id, to, this.#now(), eventCause());
     switch (settled.outcome) {
       case 'settled':
       case 'unchanged':

@@ -64,6 +64,9 @@ export interface ClaimedDelivery {
   secrets: string[];
   /** The body: the event as getEvent returns it. */
   body: string;
+  /** The event's type, and what caused it (event-cause.ts): for the delivery's trace span. */
+  eventType: EventType;
+  cause: string | undefined;
   /** The lease: until then no other node attempts it; the result is recorded only under it. */
   leaseUntil: Date;
 }

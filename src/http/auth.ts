@@ -11,6 +11,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** SHA-256 of the caller's API key, set once authenticated; never the key itself. */
     apiKeyHash: string;
+    /** The id of the caller's API key (Caller.apiKeyId), set once authenticated; '' before. */
+    apiKeyId: string;
     /** What the caller's key may do, set once authenticated (scopes.ts checks it). */
     apiKeyScopes: readonly ApiKeyScope[];
   }
@@ -68,6 +70,7 @@ export const authentication = fp(
   async (app: FastifyInstance, { verifier, failures }: AuthenticationOptions) => {
     documentOnEveryRoute(app, { 401: unauthorizedAnswer });
     app.decorateRequest('apiKeyHash', '');
+    app.decorateRequest('apiKeyId', '');
     app.decorateRequest('apiKeyScopes', null as unknown as readonly ApiKeyScope[]);
     app.addHook('onRequest', (request, _reply, done) => {
       const header = request.headers.authorization;
@@ -88,6 +91,7 @@ export const authentication = fp(
       const admit = (caller: Caller | undefined) => {
         if (caller === undefined) return refuse(true);
         request.apiKeyHash = caller.apiKeyHash;
+        request.apiKeyId = caller.apiKeyId;
         request.apiKeyScopes = caller.scopes;
         done();
       };

@@ -13,13 +13,22 @@ export const corsPolicy = fp(
     await app.register(cors, {
       origin: [...origins],
       methods: ['GET', 'HEAD', 'POST'],
-      allowedHeaders: ['Authorization', 'Content-Type', 'X-Request-Id', 'Idempotency-Key'],
+      // traceparent and tracestate: a page's own tracing continues into the service's traces.
+      allowedHeaders: [
+        'Authorization',
+        'Content-Type',
+        'X-Request-Id',
+        'Idempotency-Key',
+        'traceparent',
+        'tracestate',
+      ],
       exposedHeaders: [
         'Link',
         'Location',
         'Deprecation',
         'Sunset',
         'X-Request-Id',
+        'traceresponse',
         'WWW-Authenticate',
         'Retry-After',
         'RateLimit',

@@ -1,7 +1,7 @@
 import cluster from 'node:cluster';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { AggregatorRegistry, Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { Type } from 'typebox';
 import { StorageUnavailableError } from '../domain/errors.js';
 import type { Storage } from '../domain/storage.js';
@@ -73,6 +73,11 @@ export class ServiceMetrics {
 
   constructor(storage: Storage) {
     collectDefaultMetrics({ register: this.registry, prefix: 'petstore_' });
+    // Under --workers each process has the same limit: one value, not a sum of them (cluster-metrics.ts).
+    const maxFds = this.registry.getSingleMetric('petstore_process_max_fds') as
+      | { aggregator?: string }
+      | undefined;
+    if (maxFds) maxFds.aggregator = 'max';
     // An info metric, always 1: which build runs, as labels. Under --workers every worker reports the same
     // build, so the primary keeps one value ('first') rather than the sum.
     new Gauge({
@@ -163,10 +168,32 @@ export class ServiceMetrics {
   }
 }
 
-/** Records every response and serves GET /metrics (no key: it sits outside /v1). */
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The metrics as a scrape answers them (for the METRICS_PORT listener). */
+    scrapeMetrics(): Promise<{ contentType: string; text: string }>;
+  }
+}
+
+export interface MetricsEndpointOptions {
+  metrics: ServiceMetrics;
+  /** Whether GET /metrics is a route of the API; false when METRICS_PORT serves it apart. */
+  route: boolean;
+}
+
+/**
+ * Records every response and serves GET /metrics (no key: it sits outside /v1), unless a listener of
+ * its own serves it (METRICS_PORT). A cluster worker always answers its primary's collections.
+ */
 export const metricsEndpoint = fp(
-  async (app: FastifyInstance, { metrics }: { metrics: ServiceMetrics }) => {
-    const workerMetrics = cluster.isWorker ? askPrimaryForMetrics(metrics.registry) : undefined;
+  async (app: FastifyInstance, { metrics, route }: MetricsEndpointOptions) => {
+    if (cluster.isWorker) answerCollections(metrics.registry);
+    const workerMetrics = cluster.isWorker && route ? askPrimaryForMetrics() : undefined;
+    const scrape = async () => ({
+      contentType: metrics.registry.contentType,
+      text: await (workerMetrics ? workerMetrics() : metrics.registry.metrics()),
+    });
+    app.decorate('scrapeMetrics', scrape);
     // The labelled series of each (method, route, status), looked up once: prom-client otherwise hashes
     // the label object on every call (2.5% of a `get`'s CPU in the benchmark's profile).
     const series = new Map<string, { requests: Counter.Internal; duration: Histogram.Internal<Label> }>();
@@ -188,6 +215,7 @@ export const metricsEndpoint = fp(
       done();
     });
 
+    if (!route) return;
     app.get(
       '/metrics',
       {
@@ -208,29 +236,41 @@ export const metricsEndpoint = fp(
           },
         },
       },
-      async (_request, reply) =>
-        reply
-          .type(metrics.registry.contentType)
-          .send(await (workerMetrics ? workerMetrics() : metrics.registry.metrics())),
+      async (_request, reply) => {
+        const { contentType, text } = await scrape();
+        return reply.type(contentType).send(text);
+      },
     );
   },
   { name: 'metrics', fastify: '5.x' },
 );
 
-/** A worker's request to its primary for the metrics of every worker, summed; and the answer. */
+/** A worker's request to its primary for the metrics of every worker, aggregated; and the answer. */
 export const METRICS_REQUEST = 'petstore:metrics-request';
 export const METRICS_RESPONSE = 'petstore:metrics-response';
-/** prom-client's own bound on collecting from the workers is 5 s; a scrape should not wait longer. */
+/** The primary's request to a worker for its own metrics (as JSON); and the answer. */
+export const METRICS_COLLECT = 'petstore:metrics-collect';
+export const METRICS_COLLECTED = 'petstore:metrics-collected';
+/** The primary waits this long for the workers' figures; a scrape should not wait longer. */
 const PRIMARY_TIMEOUT_MS = 6_000;
+
+/** Sends this worker's own metrics to the primary whenever it collects them (cluster-metrics.ts). */
+function answerCollections(registry: Registry): void {
+  process.on('message', (message: { type?: unknown; id?: unknown }) => {
+    if (message?.type !== METRICS_COLLECT) return;
+    registry.getMetricsAsJSON().then(
+      (metrics) => process.send?.({ type: METRICS_COLLECTED, id: message.id, metrics }),
+      (error: Error) => process.send?.({ type: METRICS_COLLECTED, id: message.id, error: error.message }),
+    );
+  });
+}
 
 /**
  * Under `--workers`, a scrape lands on whichever worker accepted the connection: each answering with
  * its own counters would look to Prometheus like counters reset at every scrape. So a worker asks its
- * primary, which collects every worker's registry and sums them (prom-client's AggregatorRegistry).
+ * primary, which collects every worker's registry and aggregates them (cluster-metrics.ts).
  */
-function askPrimaryForMetrics(registry: Registry): () => Promise<string> {
-  AggregatorRegistry.setRegistries([registry]);
-  new AggregatorRegistry(); // sets up this worker's answer to the primary's collection requests
+function askPrimaryForMetrics(): () => Promise<string> {
   const waiting = new Map<number, (text: string | Error) => void>();
   let nextId = 0;
   process.on('message', (message: { type?: unknown; id?: number; text?: string; error?: string }) => {

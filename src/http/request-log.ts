@@ -1,4 +1,5 @@
 import { type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import { ERROR_CODE_BY_STATUS } from './schemas/error.js';
 
 const REDACTED = '[redacted]';
 /**
@@ -51,9 +52,21 @@ export function loggableUrl(url: string, defined: ReadonlySet<string>): string {
 }
 
 /**
+ * The level of a request's line, by its outcome, so that an alert on error lines means the service
+ * failed: a 5xx is `error`, but a 503 (the database away, the node overloaded: a client retries it) and
+ * a 429 are `warn`; every other answer, a client's mistake (4xx) included, is `info`.
+ */
+export function levelOf(status: number): 'error' | 'warn' | 'info' {
+  if (status === 503 || status === 429) return 'warn';
+  return status >= 500 ? 'error' : 'info';
+}
+
+/**
  * One log line per request, written when the response is done: method, URL (query values redacted
- * but for the operation's own parameters), status and time. Headers are never logged (so no
- * Authorization value can leak), nor is the incoming-request line.
+ * but for the operation's own parameters), status, time, the client's address (behind
+ * TRUSTED_PROXIES, the one their X-Forwarded-For names), the API key's id once known (never the key)
+ * and, for an error, its code, at the level its outcome deserves (levelOf). Headers are never logged
+ * (so no Authorization value can leak), nor is the incoming-request line.
  */
 export class RequestLog extends LogController {
   readonly #logSuccesses: boolean;
@@ -73,13 +86,20 @@ export class RequestLog extends LogController {
 
   override requestCompleted(error: Error | null, request: FastifyRequest, reply: FastifyReply): void {
     if (!error && !this.#logSuccesses) return;
+    const statusCode = reply.statusCode;
     const line = {
       method: request.method,
       url: loggableUrl(request.url, definedParameters(request)),
-      statusCode: reply.statusCode,
+      statusCode,
       ms: Math.round(reply.elapsedTime * 100) / 100,
+      clientAddress: request.ip,
+      // Undefined values are left out of the line: no key id before authentication, no code for a 2xx.
+      apiKeyId: request.apiKeyId || undefined,
+      code: statusCode >= 400 ? ERROR_CODE_BY_STATUS.get(statusCode) : undefined,
+      // Only while tracing is on (tracing/server-spans.ts).
+      traceId: request.traceId,
     };
     if (error) reply.log.error({ ...line, err: error }, 'request errored');
-    else reply.log.info(line, 'request');
+    else reply.log[levelOf(statusCode)](line, 'request');
   }
 }

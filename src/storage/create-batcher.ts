@@ -12,6 +12,23 @@ interface Pending<T, R> {
   item: T;
   resolve(result: R): void;
   reject(error: unknown): void;
+  /** Whose request it is part of (GroupCommitObserver.caller), when commits are observed. */
+  caller: unknown;
+}
+
+/** Sees every group commit, when tracing is on (tracing/storage-spans.ts); nothing is asked otherwise. */
+export interface GroupCommitObserver {
+  /** What the caller of add() is part of (its trace), read in the caller's own context. */
+  caller(): unknown;
+  /** Runs one commit of the writes of these callers, in arrival order. */
+  commit<R>(name: string, callers: readonly unknown[], run: () => R): R;
+}
+
+let observer: GroupCommitObserver | undefined;
+
+/** From now on every group commit of this process is shown to `observing` (tracing does it at start). */
+export function observeGroupCommits(observing: GroupCommitObserver): void {
+  observer = observing;
 }
 
 /** Largest batch in one transaction: bounds one commit's latency and a PostgreSQL statement's size. */
@@ -20,20 +37,26 @@ export const MAX_BATCH_SIZE = 512;
 export class CreateBatcher<T, R> {
   readonly #commit: CommitBatch<T, R>;
   readonly #maxBatchSize: number;
+  /** What its commits write, e.g. pets.create, for whoever observes them. */
+  readonly #name: string;
   #queue: Pending<T, R>[] = [];
   /** True from the moment a flush is scheduled until the queue is empty again. */
   #busy = false;
   #idle: (() => void)[] = [];
 
-  constructor(commit: CommitBatch<T, R>, maxBatchSize = MAX_BATCH_SIZE) {
+  constructor(
+    commit: CommitBatch<T, R>,
+    { name = 'writes', maxBatchSize = MAX_BATCH_SIZE }: { name?: string; maxBatchSize?: number } = {},
+  ) {
     this.#commit = commit;
     this.#maxBatchSize = maxBatchSize;
+    this.#name = name;
   }
 
   /** Resolves to the committed result for `item` once the transaction holding it has committed. */
   add(item: T): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      this.#queue.push({ item, resolve, reject });
+      this.#queue.push({ item, resolve, reject, caller: observer?.caller() });
       if (!this.#busy) {
         this.#busy = true;
         // setImmediate, not a microtask: every request whose bytes arrived in this event-loop turn is
@@ -53,7 +76,14 @@ export class CreateBatcher<T, R> {
     while (this.#queue.length > 0) {
       const batch = this.#queue.splice(0, this.#maxBatchSize);
       try {
-        const results = await this.#commit(batch.map((pending) => pending.item));
+        const commit = () => this.#commit(batch.map((pending) => pending.item));
+        const results = await (observer
+          ? observer.commit(
+              this.#name,
+              batch.map((pending) => pending.caller),
+              commit,
+            )
+          : commit());
         if (results.length !== batch.length) {
           throw new Error(`a batch of ${batch.length} creates committed ${results.length} rows`);
         }

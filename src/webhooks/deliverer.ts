@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { StorageUnavailableError } from '../domain/errors.js';
 import { nextAttemptAt } from '../domain/retry-schedule.js';
 import type { AttemptOutcome, ClaimedDelivery, WebhookStore } from '../domain/webhooks.js';
-import type { WebhookSender } from './sender.js';
+import type { SendResult, WebhookSender } from './sender.js';
 import { signatureHeader } from './signature.js';
 
 export interface DelivererLog {
@@ -13,6 +13,14 @@ export interface DelivererLog {
 export interface DelivererMetrics {
   attempted(outcome: 'succeeded' | 'retrying' | 'failed', seconds: number): void;
   disabled(reason: string): void;
+}
+
+/** Runs one attempt inside a trace span; `send` gets the headers that carry it (traceparent). */
+export interface DeliveryTracer {
+  attempt(
+    delivery: ClaimedDelivery,
+    send: (headers: Record<string, string>) => Promise<SendResult>,
+  ): Promise<SendResult>;
 }
 
 export interface DelivererOptions {
@@ -26,6 +34,8 @@ export interface DelivererOptions {
   now: () => Date;
   log: DelivererLog;
   metrics?: DelivererMetrics | undefined;
+  /** When tracing is on: each attempt is a span (tracing/delivery-spans.ts). */
+  tracer?: DeliveryTracer | undefined;
   random?: () => number;
 }
 
@@ -62,7 +72,8 @@ const STORAGE_PAUSE_MS = 1_000;
  * delivery is due, or until woken by new deliveries: no polling loop.
  */
 export class Deliverer {
-  readonly #o: Required<Omit<DelivererOptions, 'metrics'>> & { metrics: DelivererMetrics | undefined };
+  readonly #o: Required<Omit<DelivererOptions, 'metrics' | 'tracer'>> &
+    Pick<DelivererOptions, 'metrics' | 'tracer'>;
   readonly #inFlight = new Map<ClaimedDelivery, Promise<void>>();
   #stopping = false;
   #woken = false;
@@ -71,7 +82,7 @@ export class Deliverer {
   #unwatch: (() => void) | undefined;
 
   constructor(options: DelivererOptions) {
-    this.#o = { random: Math.random, ...options, metrics: options.metrics };
+    this.#o = { random: Math.random, ...options };
   }
 
   start(): void {
@@ -178,15 +189,17 @@ export class Deliverer {
     const id = String(delivery.eventId);
     const timestamp = Math.floor(now().getTime() / 1000);
     const started = performance.now();
-    const result = await sender.send(
-      delivery.url,
-      {
-        'webhook-id': id,
-        'webhook-timestamp': String(timestamp),
-        'webhook-signature': signatureHeader(delivery.secrets, id, timestamp, delivery.body),
-      },
-      delivery.body,
-    );
+    const headers = {
+      'webhook-id': id,
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': signatureHeader(delivery.secrets, id, timestamp, delivery.body),
+    };
+    const { tracer } = this.#o;
+    const result = await (tracer
+      ? tracer.attempt(delivery, (trace) =>
+          sender.send(delivery.url, { ...headers, ...trace }, delivery.body),
+        )
+      : sender.send(delivery.url, headers, delivery.body));
     const seconds = (performance.now() - started) / 1000;
     const at = now();
     const succeeded = result.answered && result.status >= 200 && result.status < 300;

@@ -61,7 +61,7 @@ for (const backend of backends) {
     });
 
     // Each worker logs where it listens (written asynchronously) and then tells the primary, which
-    // says so on stderr: the two workers' lines can reach stdout a moment after the primary's.
+    // says so: the two workers' lines can reach stdout a moment after the primary's.
     const workerPids = () =>
       poll('both workers to log where they listen', () => {
         const pids = jsonLines(serve.stdout)
@@ -127,9 +127,12 @@ for (const backend of backends) {
     });
 
     test('when started without REDIS_URL, then the primary warns that each worker has its own rate-limit budget', () => {
+      const warnings = jsonLines(serve.stdout).filter((line) => line.level === 40);
+      assert.equal(warnings.length, 1, serve.output());
+      assert.equal(warnings[0]?.pid, serve.child.pid);
       assert.match(
-        serve.stderr,
-        /^petstore: warning: without REDIS_URL each of the 2 workers keeps its own rate-limit buckets/m,
+        String(warnings[0]?.msg),
+        /^without REDIS_URL each of the 2 workers keeps its own rate-limit buckets/,
       );
     });
 

@@ -100,6 +100,31 @@ describe('loadConfig', () => {
     );
   });
 
+  test('when METRICS_PORT, METRICS_HOST and DOCS_ENABLED are set or not, then metrics stay on PORT and the docs on by default, and METRICS_HOST defaults to HOST', () => {
+    assert.equal(loadConfig({}).metrics, undefined);
+    assert.equal(loadConfig({}).docsEnabled, true);
+    assert.equal(loadConfig({ DOCS_ENABLED: 'false' }).docsEnabled, false);
+    assert.deepEqual(loadConfig({ METRICS_PORT: '9464' }).metrics, { host: '127.0.0.1', port: 9464 });
+    assert.deepEqual(loadConfig({ METRICS_PORT: '9464', HOST: '::1' }).metrics, { host: '::1', port: 9464 });
+    assert.deepEqual(loadConfig({ METRICS_PORT: '0', METRICS_HOST: '0.0.0.0' }).metrics, {
+      host: '0.0.0.0',
+      port: 0,
+    });
+    assert.equal(loadConfig({ METRICS_HOST: '0.0.0.0' }).metrics, undefined, 'a host alone moves nothing');
+    for (const [name, value] of [
+      ['METRICS_PORT', '65536'],
+      ['METRICS_PORT', '-1'],
+      ['METRICS_HOST', 'a host'],
+      ['DOCS_ENABLED', 'no'],
+    ] as const) {
+      assert.throws(
+        () => loadConfig({ [name]: value }),
+        (error: unknown) =>
+          error instanceof ConfigError && error.message.startsWith(`invalid configuration: ${name} must be `),
+      );
+    }
+  });
+
   test('when PORT is at either end of its range, then it is accepted', () => {
     assert.equal(loadConfig({ PORT: '0' }).port, 0);
     assert.equal(loadConfig({ PORT: '65535' }).port, 65535);

@@ -176,6 +176,7 @@ describe('the key verifier, with its clock in hand', () => {
     await storage.apiKeys.insert(key.record);
     assert.deepEqual(await verifier.authenticate(key.secret), {
       apiKeyHash: key.record.hash,
+      apiKeyId: key.record.id,
       scopes: ['pets:read'],
     });
     clock.now = new Date(expiresAt.getTime() - 1);
@@ -201,6 +202,8 @@ describe('the key verifier, with its clock in hand', () => {
     const caller = verifier.authenticate('configured-key-0123456789');
     assert.ok(!(caller instanceof Promise), 'answered without a promise');
     assert.deepEqual(caller?.scopes, [...API_KEY_SCOPES]);
+    // It has no stored id: it is named by its place in PETSTORE_API_KEYS.
+    assert.equal(caller?.apiKeyId, 'env:1');
     assert.deepEqual(uses, []);
   });
 });

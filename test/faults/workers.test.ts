@@ -13,6 +13,7 @@ import {
 } from '../support/backends.js';
 import {
   type CliProcess,
+  jsonLines,
   killAllCliProcesses,
   oneLineFailure,
   poll,
@@ -131,13 +132,17 @@ describe('serve --workers 2 on SQLite, with workers killed', () => {
     }
     assert.ok(serve.running, `the primary is alive\n${serve.output()}`);
     await servesAgain(port);
-    assert.match(serve.stderr, /worker \d+ died \(killed by SIGKILL\); starting another in \d+ ms/);
+    // The primary's lines: JSON, at error level, beside the workers' on stdout.
+    const deaths = jsonLines(serve.stdout).filter((line) => String(line.msg).includes('starting another'));
+    const messages = deaths.map((line) => String(line.msg)).join('\n');
+    assert.ok(deaths.every((line) => line.level === 50 && line.pid === serve.child.pid));
+    assert.match(messages, /worker \d+ died \(killed by SIGKILL\); starting another in \d+ ms/);
     assert.match(
-      serve.stderr,
+      messages,
       /worker \d+ died before listening \(killed by SIGKILL\); starting another in \d+ ms/,
     );
     // Deaths in a row wait longer each time (back-off), rather than forking in a tight loop.
-    const delays = [...serve.stderr.matchAll(/starting another in (\d+) ms/g)].map((m) => Number(m[1]));
+    const delays = deaths.map((line) => line.restartInMs as number);
     assert.ok(Math.max(...delays) > Math.min(...delays), `back-off grows: ${delays.join(', ')}`);
   });
 
@@ -193,12 +198,13 @@ postgres.describe('serve --workers 2 on PostgreSQL, with the database away and a
     process.kill(victim as number, 'SIGKILL');
     // Replacements cannot reach the database: each says why and exits, and another is forked.
     await serve.waitFor('two replacements that could not start', () =>
-      (serve.stderr.match(/died before listening \(exit code 1\)/g)?.length ?? 0) >= 2 ? true : undefined,
+      (serve.stdout.match(/died before listening \(exit code 1\)/g)?.length ?? 0) >= 2 ? true : undefined,
     );
+    const reasons = jsonLines(serve.stdout).filter((line) => line.level === 60);
     assert.match(
-      serve.stderr,
-      /^petstore: .*(ECONNRESET|Connection terminated|timeout)/m,
-      'a worker gave its reason',
+      String(reasons[0]?.msg),
+      /^cannot start: .*(ECONNRESET|Connection terminated|timeout)/m,
+      'a worker gave its reason, in a JSON line',
     );
     assert.ok(serve.running, 'the primary keeps going');
 

@@ -52,7 +52,7 @@ describe('CORS, when CORS_ORIGINS is set', () => {
     assert.equal(res.headers.get('access-control-allow-methods'), 'GET, HEAD, POST');
     assert.equal(
       res.headers.get('access-control-allow-headers'),
-      'Authorization, Content-Type, X-Request-Id, Idempotency-Key',
+      'Authorization, Content-Type, X-Request-Id, Idempotency-Key, traceparent, tracestate',
     );
     assert.equal(res.headers.get('access-control-max-age'), '600');
   });
@@ -62,7 +62,7 @@ describe('CORS, when CORS_ORIGINS is set', () => {
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('access-control-allow-origin'), 'https://admin.example.com');
     const exposed = (res.headers.get('access-control-expose-headers') ?? '').split(', ');
-    for (const header of ['Link', 'Location', 'Deprecation', 'Sunset', 'X-Request-Id'])
+    for (const header of ['Link', 'Location', 'Deprecation', 'Sunset', 'X-Request-Id', 'traceresponse'])
       assert.ok(exposed.includes(header), header);
   });
 

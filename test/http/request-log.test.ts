@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { newApiKey } from '../../src/domain/api-keys.js';
+import { levelOf } from '../../src/http/request-log.js';
 import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 import { jsonLines, startServe } from '../../support/service-process.js';
-import { sqlite } from '../support/backends.js';
-import { captureLog } from '../support/log-capture.js';
+import { backends, sqlite } from '../support/backends.js';
+import { until } from '../support/eventually.js';
+import { captureLog, type LogLine } from '../support/log-capture.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
 describe('log lines and request ids', () => {
@@ -110,5 +113,226 @@ describe('request lines with LOG_REQUESTS=false', () => {
       lines.filter((line) => line.requestId === id).map((line) => [line.level, line.msg]);
     assert.deepEqual(byRequest('quiet-ok'), []);
     assert.deepEqual(byRequest('quiet-crash'), [[50, 'request failed']]);
+  });
+});
+
+/** The request line of the request sent with X-Request-Id `id`, with the fields these tests read. */
+function requestLine(lines: LogLine[], id: string): Record<string, unknown> {
+  const mine = lines.filter((line) => line.requestId === id && line.msg === 'request');
+  assert.equal(mine.length, 1, `one request line for ${id}: ${JSON.stringify(lines.slice(-5))}`);
+  return fieldsOf(mine[0] as LogLine);
+}
+
+function fieldsOf({ level, statusCode, clientAddress, apiKeyId, code }: LogLine): Record<string, unknown> {
+  return { level, statusCode, clientAddress, apiKeyId, code };
+}
+
+const INFO = 30;
+const WARN = 40;
+const ERROR = 50;
+
+for (const backend of backends) {
+  backend.describe(`request lines: fields and levels by outcome (${backend.name})`, () => {
+    let server: TestServer;
+    const { lines, logger } = captureLog('info');
+    before(async () => {
+      // Behind a proxy on 127.0.0.1: the client is the one X-Forwarded-For names.
+      server = await startTestServer({ backend, logger, env: { TRUSTED_PROXIES: '127.0.0.1' } });
+    });
+    after(() => server.close());
+
+    const send = (
+      id: string,
+      method: string,
+      path: string,
+      options: Parameters<TestServer['request']>[2] = {},
+    ) =>
+      server.request(method, path, {
+        ...options,
+        headers: { 'x-request-id': id, 'x-forwarded-for': '203.0.113.7', ...options.headers },
+      });
+
+    test('when requests succeed or are refused for the client’s mistake, then each line is info, with the client address, the key id once known and the error code', async () => {
+      const stored = newApiKey('logged', new Date());
+      await server.storage.apiKeys.insert(stored.record);
+      const sold = await send('l-201', 'POST', '/v1/pets', {
+        body: { name: 'Sold', categoryId: 1, status: 'sold' },
+      });
+      assert.equal(sold.status, 201);
+      const soldId = sold.json<{ id: number }>().id;
+      const outcomes: [string, number, Promise<unknown>][] = [
+        ['l-200', 200, send('l-200', 'GET', '/v1/pets')],
+        ['l-200-stored', 200, send('l-200-stored', 'GET', '/v1/pets', { key: stored.secret })],
+        ['l-400', 400, send('l-400', 'GET', '/v1/pets?limit=0')],
+        ['l-401', 401, send('l-401', 'GET', '/v1/pets', { key: null })],
+        ['l-401-bad', 401, send('l-401-bad', 'GET', '/v1/pets', { key: 'pst_not-a-key-at-all-0123456789' })],
+        ['l-404', 404, send('l-404', 'GET', '/v1/no/such/path')],
+        ['l-409', 409, send('l-409', 'POST', '/v1/store/orders', { body: { petId: soldId } })],
+      ];
+      for (const [id, status, answer] of outcomes)
+        assert.equal(((await answer) as { status: number }).status, status, id);
+      const client = { clientAddress: '203.0.113.7' };
+      assert.deepEqual(requestLine(lines, 'l-201'), {
+        level: INFO,
+        statusCode: 201,
+        ...client,
+        apiKeyId: 'env:1',
+        code: undefined,
+      });
+      assert.deepEqual(requestLine(lines, 'l-200'), {
+        level: INFO,
+        statusCode: 200,
+        ...client,
+        apiKeyId: 'env:1',
+        code: undefined,
+      });
+      assert.deepEqual(requestLine(lines, 'l-200-stored'), {
+        level: INFO,
+        statusCode: 200,
+        ...client,
+        apiKeyId: stored.record.id,
+        code: undefined,
+      });
+      assert.deepEqual(requestLine(lines, 'l-400'), {
+        level: INFO,
+        statusCode: 400,
+        ...client,
+        apiKeyId: 'env:1',
+        code: 'invalid_request',
+      });
+      assert.deepEqual(requestLine(lines, 'l-401'), {
+        level: INFO,
+        statusCode: 401,
+        ...client,
+        apiKeyId: undefined,
+        code: 'unauthorized',
+      });
+      assert.deepEqual(requestLine(lines, 'l-401-bad'), {
+        level: INFO,
+        statusCode: 401,
+        ...client,
+        apiKeyId: undefined,
+        code: 'unauthorized',
+      });
+      assert.deepEqual(requestLine(lines, 'l-404'), {
+        level: INFO,
+        statusCode: 404,
+        ...client,
+        apiKeyId: undefined,
+        code: 'not_found',
+      });
+      assert.deepEqual(requestLine(lines, 'l-409'), {
+        level: INFO,
+        statusCode: 409,
+        ...client,
+        apiKeyId: 'env:1',
+        code: 'conflict',
+      });
+      assert.ok(
+        !JSON.stringify(lines).includes(stored.secret.slice(4)),
+        'the stored key itself is never logged',
+      );
+    });
+  });
+}
+
+describe('request lines: warn for 429 and 503, error for a 500, and the connecting address without trusted proxies', () => {
+  const { lines, logger } = captureLog('info');
+  const servers: TestServer[] = [];
+  after(async () => {
+    for (const server of servers.reverse()) await server.close();
+  });
+
+  test('when a key is throttled (429) or the node sheds load (503), then the line is warn with its code; X-Forwarded-For is ignored without TRUSTED_PROXIES', async () => {
+    const limited = await startTestServer({
+      backend: sqlite,
+      logger,
+      env: { RATE_LIMIT_PER_SECOND: '0.01', RATE_LIMIT_BURST: '1' },
+    });
+    servers.push(limited);
+    const headers = (id: string) => ({ headers: { 'x-request-id': id, 'x-forwarded-for': '203.0.113.7' } });
+    assert.equal((await limited.request('GET', '/v1/pets', headers('w-200'))).status, 200);
+    assert.equal((await limited.request('GET', '/v1/pets', headers('w-429'))).status, 429);
+    const local = { clientAddress: '127.0.0.1', apiKeyId: 'env:1' };
+    assert.deepEqual(requestLine(lines, 'w-200'), {
+      level: INFO,
+      statusCode: 200,
+      ...local,
+      code: undefined,
+    });
+    assert.deepEqual(requestLine(lines, 'w-429'), {
+      level: WARN,
+      statusCode: 429,
+      ...local,
+      code: 'rate_limited',
+    });
+
+    // A heap limit of 1 MiB: every /v1 request is shed, before the key is even read.
+    const shedding = await startTestServer({
+      backend: sqlite,
+      logger,
+      env: { OVERLOAD_MAX_HEAP_USED_MB: '1' },
+    });
+    servers.push(shedding);
+    // under-pressure samples on its own schedule: the refusal is awaited, not timed.
+    await until(
+      () => shedding.request('GET', '/v1/pets', headers('w-503')),
+      (res) => res.status === 503,
+      'a 503 from load shedding',
+    );
+    // The requests before it were let through (200): the line of the one shed.
+    const shed = lines.filter((line) => line.requestId === 'w-503' && line.statusCode === 503);
+    assert.equal(shed.length, 1);
+    assert.deepEqual(fieldsOf(shed[0] as LogLine), {
+      level: WARN,
+      statusCode: 503,
+      clientAddress: '127.0.0.1',
+      apiKeyId: undefined,
+      code: 'unavailable',
+    });
+  });
+
+  test('when a request fails with a 500, then its request line is error, with the code internal_error', async () => {
+    const server = await startTestServer({ backend: sqlite, logger });
+    servers.push(server);
+    const db = new BetterSqlite3(server.database.url.slice('sqlite:'.length));
+    try {
+      db.exec('DROP TABLE pets');
+    } finally {
+      db.close();
+    }
+    assert.equal(
+      (await server.request('GET', '/v1/pets', { headers: { 'x-request-id': 'e-500' } })).status,
+      500,
+    );
+    assert.deepEqual(requestLine(lines, 'e-500'), {
+      level: ERROR,
+      statusCode: 500,
+      clientAddress: '127.0.0.1',
+      apiKeyId: 'env:1',
+      code: 'internal_error',
+    });
+  });
+
+  test('when the level of each status is asked, then 5xx is error but 503, 429 is warn, and the rest is info', () => {
+    const levels = Object.fromEntries(
+      [200, 201, 204, 304, 400, 401, 403, 404, 409, 413, 429, 500, 502, 503].map((s) => [s, levelOf(s)]),
+    );
+    assert.deepEqual(levels, {
+      200: 'info',
+      201: 'info',
+      204: 'info',
+      304: 'info',
+      400: 'info',
+      401: 'info',
+      403: 'info',
+      404: 'info',
+      409: 'info',
+      413: 'info',
+      429: 'warn',
+      500: 'error',
+      502: 'error',
+      503: 'warn',
+    });
   });
 });

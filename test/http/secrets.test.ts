@@ -290,6 +290,39 @@ for (const backend of backends) {
       assert.doesNotMatch(logs, /"authorization"\s*:\s*"(?!\[redacted\])/i);
     });
 
+    test('when the run is over, then request lines name each key only by its id (apiKeyId, from keys list --json), with the client address and the error code, and no field holds a key', () => {
+      const listed = JSON.parse(listings[1]?.stdout ?? '[]') as { id: string }[];
+      const ids = new Set(listed.map((key) => key.id));
+      assert.equal(ids.size, 4, 'four stored keys');
+      const requests = result.stdout
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as Record<string, unknown>)
+        .filter((line) => line.msg === 'request');
+      assert.ok(requests.length >= exchanges.length, `${requests.length} request lines`);
+      const named = requests.filter((line) => line.apiKeyId !== undefined);
+      assert.ok(named.length > 5, 'authenticated requests carry their key id');
+      for (const line of named)
+        assert.ok(ids.has(line.apiKeyId as string), `${line.apiKeyId} is a listed id`);
+      // A refused key is not named: the line of a 401 has no key id, but its code.
+      for (const line of requests.filter((l) => l.statusCode === 401)) {
+        assert.equal(line.apiKeyId, undefined);
+        assert.equal(line.code, 'unauthorized');
+      }
+      for (const line of requests.filter((l) => l.statusCode === 500)) {
+        assert.equal(line.level, 50);
+        assert.equal(line.code, 'internal_error');
+      }
+      for (const line of requests) assert.equal(line.clientAddress, '127.0.0.1');
+      const values = JSON.stringify(
+        requests.map(({ apiKeyId, clientAddress, code }) => [apiKeyId, clientAddress, code]),
+      );
+      for (const secret of [firstKey, createdKey, scopedKey, expired.secret, neverValid]) {
+        for (const part of [secret.slice('pst_'.length, 20), sha256(secret).slice(0, 16)])
+          assert.equal(values.includes(part), false, `a key or its hash is in a new field: ${part}`);
+      }
+    });
+
     test('when keys were sent in query strings, then the log keeps the values of the parameters the operation defines and redacts the rest', () => {
       const urls = result.stdout
         .split('\n')

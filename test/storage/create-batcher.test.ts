@@ -97,7 +97,7 @@ describe('create batcher (group commit)', () => {
 
   test('when more creates are queued than a batch holds, then they are split into batches in arrival order', async () => {
     const recorder = recordingCommit();
-    const batcher = new CreateBatcher(recorder.commit, 3);
+    const batcher = new CreateBatcher(recorder.commit, { maxBatchSize: 3 });
     const items = ['1', '2', '3', '4', '5', '6', '7'];
     assert.deepEqual(
       await Promise.all(items.map((item) => batcher.add(item))),

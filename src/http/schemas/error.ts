@@ -27,6 +27,11 @@ export const ERROR_STATUS = {
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
 
+/** Each status has exactly one code: what a response's status says its Error body's code is. */
+export const ERROR_CODE_BY_STATUS: ReadonlyMap<number, ErrorCode> = new Map(
+  (Object.entries(ERROR_STATUS) as [ErrorCode, number][]).map(([code, status]) => [status, code]),
+);
+
 export const ErrorBody = Type.Object(
   {
     code: Type.Unsafe<ErrorCode>({

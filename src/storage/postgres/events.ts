@@ -45,9 +45,10 @@ export async function appendEvents(client: pg.PoolClient, events: readonly NewEv
   await client.query({
     name: 'events_append',
     text: `WITH ev AS (
-             INSERT INTO events (type, occurred_at, data)
-             SELECT type, occurred_at, data
-             FROM unnest($1::text[], $2::timestamptz[], $3::text[]) WITH ORDINALITY AS e(type, occurred_at, data, n)
+             INSERT INTO events (type, occurred_at, data, trace_context)
+             SELECT type, occurred_at, data, trace_context
+             FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[])
+               WITH ORDINALITY AS e(type, occurred_at, data, trace_context, n)
              ORDER BY n
              RETURNING id, type, occurred_at
            ), deliveries AS (
@@ -58,7 +59,12 @@ export async function appendEvents(client: pg.PoolClient, events: readonly NewEv
              RETURNING 1
            )
            SELECT CASE WHEN EXISTS (SELECT 1 FROM deliveries) THEN pg_notify('${WEBHOOKS_CHANNEL}', '') END`,
-    values: [events.map((e) => e.type), events.map((e) => e.occurredAt), events.map((e) => e.data)],
+    values: [
+      events.map((e) => e.type),
+      events.map((e) => e.occurredAt),
+      events.map((e) => e.data),
+      events.map((e) => e.cause ?? null),
+    ],
   });
 }
 

@@ -120,7 +120,7 @@ interface PetMove {
 /** One write of the orders store: what a caller asked for. */
 type OrderWrite =
   | { kind: 'place'; placement: OrderPlacement }
-  | { kind: 'settle'; id: bigint; to: OrderSettlement; at: Date };
+  | { kind: 'settle'; id: bigint; to: OrderSettlement; at: Date; cause: string | undefined };
 
 /** The page query for these filters: one named statement per combination. */
 function pageQuery({ afterId, status, petId, limit }: OrderListQuery): pg.QueryConfig<unknown[]> {
@@ -167,8 +167,9 @@ export class PostgresOrderStore implements OrderStore {
   constructor(pool: pg.Pool, idempotency: PostgresIdempotencyKeys) {
     this.#pool = pool;
     this.#idempotency = idempotency;
-    this.#writes = new CreateBatcher((writes) =>
-      inTransaction(this.#pool, (client) => this.#writeAll(client, writes)),
+    this.#writes = new CreateBatcher(
+      (writes) => inTransaction(this.#pool, (client) => this.#writeAll(client, writes)),
+      { name: 'orders.write' },
     );
   }
 
@@ -186,15 +187,18 @@ export class PostgresOrderStore implements OrderStore {
     return keyed;
   }
 
-  settle(id: bigint, to: OrderSettlement, at = new Date()): Promise<SettledOrder> {
-    return this.#writes.add({ kind: 'settle', id, to, at }) as Promise<SettledOrder>;
+  settle(id: bigint, to: OrderSettlement, at = new Date(), cause?: string): Promise<SettledOrder> {
+    return this.#writes.add({ kind: 'settle', id, to, at, cause }) as Promise<SettledOrder>;
   }
 
   async settled(): Promise<void> {
     await Promise.allSettled([this.#writes.settled(), ...this.#inFlight]);
   }
 
-  async #placeKeyed(client: pg.PoolClient, { petId, at, idempotency }: OrderPlacement): Promise<PlacedOrder> {
+  async #placeKeyed(
+    client: pg.PoolClient,
+    { petId, at, idempotency, cause }: OrderPlacement,
+  ): Promise<PlacedOrder> {
     const claim = idempotency as NonNullable<OrderPlacement['idempotency']>;
     if (!(await this.#idempotency.claim(client, claim))) {
       const { requestHash, id } = await this.#idempotency.recorded(client, claim);
@@ -212,7 +216,7 @@ export class PostgresOrderStore implements OrderStore {
     const id = (rows[0] as { id: bigint }).id;
     await this.#idempotency.attach(client, claim, id);
     const order: Order = { id, petId, status: 'placed', placedAt: at };
-    await appendEvents(client, [orderChanged(order, at)]);
+    await appendEvents(client, [orderChanged(order, at, cause)]);
     return { outcome: 'placed', order };
   }
 
@@ -298,10 +302,12 @@ export class PostgresOrderStore implements OrderStore {
     // In arrival order, each change's event, in this transaction.
     await appendEvents(
       client,
-      results.flatMap((result) => {
-        if (result.outcome === 'placed') return [orderChanged(result.order, result.order.placedAt)];
+      results.flatMap((result, i) => {
+        const write = writes[i] as OrderWrite;
+        const cause = write.kind === 'place' ? write.placement.cause : write.cause;
+        if (result.outcome === 'placed') return [orderChanged(result.order, result.order.placedAt, cause)];
         if (result.outcome === 'settled')
-          return [orderChanged(result.order, settledAt.get(result.order) as Date)];
+          return [orderChanged(result.order, settledAt.get(result.order) as Date, cause)];
         return [];
       }),
     );

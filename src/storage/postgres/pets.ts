@@ -130,7 +130,9 @@ export class PostgresPetStore implements PetStore {
   /** createPet's Idempotency-Key records. */
   readonly #idempotency: PostgresIdempotencyKeys;
   // One batch in flight at a time; creates arriving meanwhile go together in the next one.
-  readonly #creates = new CreateBatcher<PetCreation, CreatedPet>((creations) => this.#createAll(creations));
+  readonly #creates = new CreateBatcher<PetCreation, CreatedPet>((creations) => this.#createAll(creations), {
+    name: 'pets.create',
+  });
 
   constructor(pool: pg.Pool, idempotency: PostgresIdempotencyKeys) {
     this.#pool = pool;
@@ -144,7 +146,9 @@ export class PostgresPetStore implements PetStore {
       await appendEvents(
         client,
         created.flatMap((result, i) =>
-          result.replayed ? [] : [petCreated(result.pet, (creations[i] as PetCreation).at ?? new Date())],
+          result.replayed
+            ? []
+            : [petCreated(result.pet, (creations[i] as PetCreation).at ?? new Date(), creations[i]?.cause)],
         ),
       );
       return created;

@@ -101,8 +101,11 @@ export class PostgresWebhookStore implements WebhookStore {
   readonly #pool: pg.Pool;
   readonly #url: string;
   readonly #listeners = new Set<() => void>();
-  readonly #results = new CreateBatcher<AttemptResult, AttemptRecorded>((results) =>
-    this.#recordAll(results),
+  readonly #results = new CreateBatcher<AttemptResult, AttemptRecorded>(
+    (results) => this.#recordAll(results),
+    {
+      name: 'webhooks.recordAttempt',
+    },
   );
   #listening: pg.Client | undefined;
   #closed = false;
@@ -228,6 +231,7 @@ export class PostgresWebhookStore implements WebhookStore {
           type: EventType;
           occurred_at: Date;
           data: string;
+          trace_context: string | null;
         }>({
           name: 'webhooks_claim_due',
           text: `WITH due AS (
@@ -239,7 +243,7 @@ export class PostgresWebhookStore implements WebhookStore {
                    FROM due WHERE d.endpoint_id = $1 AND d.event_id = due.event_id
                    RETURNING d.event_id, d.attempts
                  )
-                 SELECT leased.event_id, leased.attempts, e.type, e.occurred_at, e.data
+                 SELECT leased.event_id, leased.attempts, e.type, e.occurred_at, e.data, e.trace_context
                  FROM leased JOIN events e ON e.id = leased.event_id`,
           values: [endpoint.id, now, free, leaseUntil],
         });
@@ -262,6 +266,8 @@ export class PostgresWebhookStore implements WebhookStore {
               occurredAt: row.occurred_at,
               data: row.data,
             }),
+            eventType: row.type,
+            cause: row.trace_context ?? undefined,
             leaseUntil,
           });
         if (claimed.length >= limit) break;

@@ -20,15 +20,15 @@ const toEvent = ([id, type, occurredAt, data]: EventTuple): StoredEvent => ({
  * commit order: a reader can never see an event before one with a smaller id.
  */
 export class SqliteEventLog {
-  readonly #insert: Database.Statement<[string, number, string], bigint>;
+  readonly #insert: Database.Statement<[string, number, string, string | null], bigint>;
   readonly #fanOut: Database.Statement<{ eventId: bigint; type: string; at: number }>;
   readonly #listeners = new Set<() => void>();
   #wakeScheduled = false;
 
   constructor(db: Database.Database) {
     this.#insert = db
-      .prepare<[string, number, string], bigint>(
-        'INSERT INTO events (type, occurred_at, data) VALUES (?, ?, ?) RETURNING id',
+      .prepare<[string, number, string, string | null], bigint>(
+        'INSERT INTO events (type, occurred_at, data, trace_context) VALUES (?, ?, ?, ?) RETURNING id',
       )
       .pluck()
       .safeIntegers(true);
@@ -42,7 +42,7 @@ export class SqliteEventLog {
   /** Records the event in the caller's transaction; resolves to its id. */
   append(event: NewEvent): bigint {
     const at = event.occurredAt.getTime();
-    const eventId = this.#insert.get(event.type, at, event.data) as bigint;
+    const eventId = this.#insert.get(event.type, at, event.data, event.cause ?? null) as bigint;
     if (this.#fanOut.run({ eventId, type: event.type, at }).changes > 0) this.wake();
     return eventId;
   }

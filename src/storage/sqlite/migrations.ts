@@ -128,6 +128,9 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
 
    UPDATE api_keys SET scopes = scopes || ' events:read webhooks:read webhooks:write'
    WHERE scopes = 'pets:read pets:write orders:read orders:write';`,
+  // What caused each event: the W3C traceparent of the request that made the change, for the trace
+  // links of its deliveries; null when tracing was off. Never part of the Event served.
+  'ALTER TABLE events ADD COLUMN trace_context TEXT;',
 ];
 
 /**

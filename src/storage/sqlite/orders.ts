@@ -34,7 +34,7 @@ const toOrder = ([id, petId, status, placedAt]: OrderTuple): Order => ({
 /** One write of the orders store: what a caller asked for. */
 type OrderWrite =
   | { kind: 'place'; placement: OrderPlacement }
-  | { kind: 'settle'; id: bigint; to: OrderSettlement; at: Date };
+  | { kind: 'settle'; id: bigint; to: OrderSettlement; at: Date; cause: string | undefined };
 type WriteOutcome = PlacedOrder | SettledOrder;
 /** Each write's own outcome, or its own failure: one failing write does not fail the others of its batch. */
 type WriteResult = { outcome: WriteOutcome } | { error: unknown };
@@ -105,7 +105,7 @@ export class SqliteOrderStore implements OrderStore {
     this.#writeOne = db.transaction((write: OrderWrite) =>
       write.kind === 'place'
         ? this.#placeOne(write.placement)
-        : this.#settleOne(write.id, write.to, write.at),
+        : this.#settleOne(write.id, write.to, write.at, write.cause),
     );
     this.#writeAll = db.transaction((writes: readonly OrderWrite[]) =>
       writes.map((write): WriteResult => {
@@ -117,10 +117,10 @@ export class SqliteOrderStore implements OrderStore {
         }
       }),
     );
-    this.#writes = new CreateBatcher((writes) => this.#writeAll.immediate(writes));
+    this.#writes = new CreateBatcher((writes) => this.#writeAll.immediate(writes), { name: 'orders.write' });
   }
 
-  #placeOne({ petId, at, idempotency }: OrderPlacement): PlacedOrder {
+  #placeOne({ petId, at, idempotency, cause }: OrderPlacement): PlacedOrder {
     if (idempotency && !this.#idempotency.claim(idempotency)) {
       const { requestHash, id } = this.#idempotency.recorded(idempotency);
       return { outcome: 'replayed', order: toOrder(this.#byId.get(id) as OrderTuple), requestHash };
@@ -135,11 +135,11 @@ export class SqliteOrderStore implements OrderStore {
     const id = this.#insert.get(petId, 'placed', at.getTime()) as bigint;
     if (idempotency) this.#idempotency.attach(idempotency, id);
     const order: Order = { id, petId, status: 'placed', placedAt: at };
-    this.#events.append(orderChanged(order, at));
+    this.#events.append(orderChanged(order, at, cause));
     return { outcome: 'placed', order };
   }
 
-  #settleOne(id: bigint, to: OrderSettlement, at: Date): SettledOrder {
+  #settleOne(id: bigint, to: OrderSettlement, at: Date, cause: string | undefined): SettledOrder {
     const settled = this.#settleOrder.get(to, id);
     if (!settled) {
       const row = this.#byId.get(id);
@@ -152,7 +152,7 @@ export class SqliteOrderStore implements OrderStore {
     if (this.#movePet.run(PET_STATUS_BY_ORDER[to], order.petId, PET_STATUS_BY_ORDER.placed).changes !== 1) {
       throw new Error(`order ${id} was placed but its animal ${order.petId} is not pending`);
     }
-    this.#events.append(orderChanged(order, at));
+    this.#events.append(orderChanged(order, at, cause));
     return { outcome: 'settled', order };
   }
 
@@ -166,8 +166,8 @@ export class SqliteOrderStore implements OrderStore {
     return this.#write({ kind: 'place', placement }) as Promise<PlacedOrder>;
   }
 
-  settle(id: bigint, to: OrderSettlement, at = new Date()): Promise<SettledOrder> {
-    return this.#write({ kind: 'settle', id, to, at }) as Promise<SettledOrder>;
+  settle(id: bigint, to: OrderSettlement, at = new Date(), cause?: string): Promise<SettledOrder> {
+    return this.#write({ kind: 'settle', id, to, at, cause }) as Promise<SettledOrder>;
   }
 
   settled(): Promise<void> {

@@ -78,14 +78,16 @@ export class SqlitePetStore implements PetStore {
       creations.map((creation) => {
         const created = this.#createOne(creation);
         if (record && !created.replayed)
-          this.#events.append(petCreated(created.pet, creation.at ?? new Date()));
+          this.#events.append(petCreated(created.pet, creation.at ?? new Date(), creation.cause));
         return created;
       }),
     );
     // better-sqlite3 commits synchronously, so the batch is whatever was queued in one event-loop turn.
     // IMMEDIATE: the write lock is taken first, so processes sharing the file (--workers) take turns
     // over a whole batch, claims of Idempotency-Keys included, and exactly one of them creates.
-    this.#creates = new CreateBatcher((creations) => this.#createAll.immediate(creations, true));
+    this.#creates = new CreateBatcher((creations) => this.#createAll.immediate(creations, true), {
+      name: 'pets.create',
+    });
   }
 
   #insertPet(pet: PetRecordInput): Pet {

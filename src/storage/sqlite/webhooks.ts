@@ -100,8 +100,8 @@ function prepareHotPath(db: Database.Database) {
       )
       .safeIntegers(true),
     dueOfEndpoint: db
-      .prepare<[bigint, number, number], [bigint, bigint, EventType, bigint, string]>(
-        `SELECT d.event_id, d.attempts, e.type, e.occurred_at, e.data
+      .prepare<[bigint, number, number], [bigint, bigint, EventType, bigint, string, string | null]>(
+        `SELECT d.event_id, d.attempts, e.type, e.occurred_at, e.data, e.trace_context
          FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
          WHERE d.endpoint_id = ? AND d.status = 'pending' AND d.next_attempt_at <= ?
          ORDER BY d.next_attempt_at LIMIT ?`,
@@ -171,7 +171,9 @@ export class SqliteWebhookStore implements WebhookStore {
     const recordAll = db.transaction((results: readonly AttemptResult[]) =>
       results.map((result) => this.#recordOne(result)),
     );
-    this.#results = new CreateBatcher((results) => this.#relaxed(() => recordAll.immediate(results)));
+    this.#results = new CreateBatcher((results) => this.#relaxed(() => recordAll.immediate(results)), {
+      name: 'webhooks.recordAttempt',
+    });
   }
 
   #endpoint(id: bigint): WebhookEndpoint | undefined {
@@ -314,7 +316,7 @@ export class SqliteWebhookStore implements WebhookStore {
         date(endpoint.previous_secret_until),
         new Date(at),
       );
-      for (const [eventId, attempts, type, occurredAt, data] of this.#sql.dueOfEndpoint.all(
+      for (const [eventId, attempts, type, occurredAt, data, cause] of this.#sql.dueOfEndpoint.all(
         endpoint.id,
         at,
         free,
@@ -327,6 +329,8 @@ export class SqliteWebhookStore implements WebhookStore {
           url: endpoint.url,
           secrets,
           body: eventJson({ id: eventId, type, occurredAt: new Date(Number(occurredAt)), data }),
+          eventType: type,
+          cause: cause ?? undefined,
           leaseUntil: new Date(until),
         });
       }

@@ -1,0 +1,63 @@
+import type { FastifyServerOptions } from 'fastify';
+import { type DestinationStream, type Logger, pino } from 'pino';
+import type { Config } from './config/config.js';
+
+/**
+ * The one logger configuration of every process: a single server, each worker of `serve --workers`
+ * and their primary write the same JSON lines (or, with LOG_FORMAT=pretty, the same readable ones).
+ */
+/** JSON lines on stdout by default; LOG_FORMAT=pretty turns them into readable lines for a terminal. */
+export async function loggerOptions(
+  config: Config,
+): Promise<Exclude<FastifyServerOptions['logger'], boolean | undefined> & { stream: DestinationStream }> {
+  const options = {
+    level: config.logLevel,
+    redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
+  };
+  if (config.logFormat === 'json') return { ...options, stream: logDestination() };
+  // Loaded only when asked for: a process writing JSON lines never loads it.
+  const { default: pretty } = await import('pino-pretty');
+  // sync: a line written just before process.exit (a shutdown) is not lost.
+  const stream = pretty({ translateTime: 'SYS:yyyy-mm-dd HH:MM:ss.l', ignore: 'pid,hostname', sync: true });
+  return { ...options, stream };
+}
+
+/** Bytes of request lines gathered before they are written (one write(2) for a few dozen of them). */
+const LOG_BUFFER_BYTES = 4096;
+/** The longest a request line waits in that buffer when traffic is too light to fill it. */
+const LOG_FLUSH_MS = 100;
+/** How the line RequestLog writes for each answered request ends (pino writes msg last). */
+const REQUEST_LINE_END = '"msg":"request"}\n';
+/** How an info line starts (pino writes the level first): warn and error request lines are not held. */
+const INFO_LINE_START = '{"level":30,';
+
+/**
+ * stdout, written asynchronously, with the info line of each answered request written in batches: those
+ * lines gather in memory until 4 KiB or 100 ms, then go out in one write off the request path instead
+ * of one write each. Every other line (start-up, warnings, errors, errored requests, shutdown) is
+ * handed to the (asynchronous) write at once, never held for a batch. The buffer is written out synchronously when the process exits, by a
+ * shutdown, process.exit or an uncaught exception (pino's exit handler, flushSync). What this trades:
+ * a process killed outright (SIGKILL, the kernel's OOM killer, a power loss) loses the request lines of
+ * its last 100 ms at most; docs/operations.md says so.
+ */
+function logDestination(): DestinationStream & { flush(): void } {
+  const stdout = pino.destination({
+    dest: 1,
+    sync: false,
+    minLength: LOG_BUFFER_BYTES,
+    periodicFlush: LOG_FLUSH_MS,
+  });
+  return {
+    write(line: string) {
+      stdout.write(line);
+      if (!line.endsWith(REQUEST_LINE_END) || !line.startsWith(INFO_LINE_START)) stdout.flush();
+    },
+    flush: () => stdout.flush(),
+  };
+}
+
+/** A logger for a process that serves no requests itself (the primary of `serve --workers`). */
+export async function createLogger(config: Config): Promise<Logger> {
+  const { stream, ...options } = await loggerOptions(config);
+  return pino(options as pino.LoggerOptions, stream);
+}
