@@ -232,6 +232,8 @@ async function startService(
   database: ThrowawayDatabase,
 ): Promise<Target> {
   log(`${backend}: seeding ${size} pets through the bulk path (petstore seed)`);
+  // seed fills an existing database only: migrate creates it.
+  runToEnd(process.execPath, [CLI, 'migrate'], serviceEnv(database.url));
   runToEnd(process.execPath, [CLI, 'seed', '--count', String(size)], serviceEnv(database.url));
   const key = args['stored-key']
     ? runToEnd(process.execPath, [CLI, 'keys', 'create', '--name', 'bench'], serviceEnv(database.url)).trim()

@@ -4,7 +4,7 @@ import { AggregatorRegistry } from 'prom-client';
 import type { Config } from './config/config.js';
 import { METRICS_REQUEST, METRICS_RESPONSE } from './http/metrics.js';
 import { announceFirstKey, serverUrl } from './server.js';
-import { openStorage } from './storage/open-storage.js';
+import { databaseLocation, openStorage } from './storage/open-storage.js';
 
 /** The primary to its workers on SIGTERM: close the listening socket, and say when it is closed. */
 export const STOP_ACCEPTING = 'petstore:stop-accepting';
@@ -45,6 +45,7 @@ export async function runCluster(config: Config, workers: number): Promise<void>
   }
   cluster.schedulingPolicy = cluster.SCHED_NONE;
   const storage = await openStorage(config);
+  process.stderr.write(`database: ${databaseLocation(config.databaseUrl)}\n`);
   let url: string;
   try {
     url = await new Supervisor(config, workers).start();
