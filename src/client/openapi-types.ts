@@ -81,7 +81,7 @@ export interface paths {
         };
         /**
          * List animals
-         * @description Animals in ascending `id` order, at most `limit` of them. While more may exist the response carries `Link: <…>; rel="next"` (RFC 8288): follow it to walk every animal exactly once, even while others are being added. The last page has no such link. The body is a bare array.
+         * @description Animals in ascending `id` order, at most `limit` of them, optionally only those with a `status` or only some ids (`?id=3&id=17`, up to 100: getPet's replacement; ids that do not exist are simply absent). While more may exist the response carries `Link: <…>; rel="next"` (RFC 8288): follow it to walk every animal exactly once, even while others are being added; the cursor in it is good only with the same filters. The last page has no such link. The body is a bare array.
          *
          *     Needs an API key with the scope `pets:read`; without it, `403 forbidden`.
          */
@@ -110,7 +110,7 @@ export interface paths {
         /**
          * Fetch one animal (deprecated)
          * @deprecated
-         * @description Deprecated: use GET /v1/pets with the `status` filter. Removed on Thu, 05 Dec 2030 00:00:00 GMT: from that instant it answers `410 gone`. Every response carries `Deprecation`, `Sunset` and a `rel="deprecation"` `Link`.
+         * @description Deprecated: use `GET /v1/pets?id=…` (the `id` filter, up to 100 ids at once). Removed on Thu, 05 Dec 2030 00:00:00 GMT: from that instant it answers `410 gone`. Every response carries `Deprecation`, `Sunset` and a `rel="deprecation"` `Link`.
          *
          *     Needs an API key with the scope `pets:read`; without it, `403 forbidden`.
          */
@@ -132,7 +132,7 @@ export interface paths {
         };
         /**
          * List orders
-         * @description Orders in ascending `id` order, at most `limit` of them, optionally only those with a `status` or for one animal (`petId`). Paged exactly as listPets: while more may exist the response carries `Link: <…>; rel="next"`; the cursor in it is good only with the same filters. The body is a bare array.
+         * @description Orders in ascending `id` order, at most `limit` of them, optionally only those with a `status`, for one animal (`petId`) or with some ids (`?id=3&id=17`, up to 100; ids that do not exist are simply absent). Paged exactly as listPets: while more may exist the response carries `Link: <…>; rel="next"`; the cursor in it is good only with the same filters. The body is a bare array.
          *
          *     Needs an API key with the scope `orders:read`; without it, `403 forbidden`.
          */
@@ -1006,6 +1006,8 @@ export interface operations {
                 /** @description Maximum number of animals to return. */
                 limit?: number;
                 status?: components["schemas"]["PetStatus"];
+                /** @description Only the animals with these ids; repeat the parameter (`?id=3&id=17`), up to 100 times. The answer holds those that exist, ascending; an id that does not exist is simply absent (no 404). Combines with the other filters. Paged like any filter: at most `limit` per page (give `limit` as large as the number of ids to have them all in one answer), the rest behind `Link: rel="next"`, whose cursor is good only for the same ids. */
+                id?: (number | bigint)[];
                 /** @description Opaque position from a previous page's `Link: rel="next"`; follow that link rather than building it. */
                 cursor?: string;
             };
@@ -1042,7 +1044,7 @@ export interface operations {
                     "application/json": components["schemas"]["Pet"][];
                 };
             };
-            /** @description Invalid `limit`, `status` or `cursor` (code: `invalid_request`) */
+            /** @description Invalid `limit`, `status`, `id` or `cursor`; more than 100 `id`s (code: `invalid_request`) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1348,7 +1350,7 @@ export interface operations {
                     Deprecation?: string;
                     /** @description RFC 8594: Thu, 05 Dec 2030 00:00:00 GMT; from then on the operation answers 410. */
                     Sunset?: string;
-                    /** @description `rel="deprecation"`: documentation of the replacement, GET /v1/pets. */
+                    /** @description `rel="deprecation"`: documentation of the replacement, `GET /v1/pets?id=…`. */
                     Link?: string;
                     [name: string]: unknown;
                 };
@@ -1415,7 +1417,7 @@ export interface operations {
                     Deprecation?: string;
                     /** @description RFC 8594: Thu, 05 Dec 2030 00:00:00 GMT; from then on the operation answers 410. */
                     Sunset?: string;
-                    /** @description `rel="deprecation"`: documentation of the replacement, GET /v1/pets. */
+                    /** @description `rel="deprecation"`: documentation of the replacement, `GET /v1/pets?id=…`. */
                     Link?: string;
                     [name: string]: unknown;
                 };
@@ -1437,7 +1439,7 @@ export interface operations {
                     Deprecation?: string;
                     /** @description RFC 8594: Thu, 05 Dec 2030 00:00:00 GMT; from then on the operation answers 410. */
                     Sunset?: string;
-                    /** @description `rel="deprecation"`: documentation of the replacement, GET /v1/pets. */
+                    /** @description `rel="deprecation"`: documentation of the replacement, `GET /v1/pets?id=…`. */
                     Link?: string;
                     [name: string]: unknown;
                 };
@@ -1445,7 +1447,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "code": "gone",
-                     *       "message": "getPet was removed on Thu, 05 Dec 2030 00:00:00 GMT; use GET /v1/pets",
+                     *       "message": "getPet was removed on Thu, 05 Dec 2030 00:00:00 GMT; use GET /v1/pets?id=<petId>",
                      *       "status": 410
                      *     }
                      */
@@ -1511,6 +1513,8 @@ export interface operations {
                 status?: components["schemas"]["OrderStatus"];
                 /** @description Only orders for this animal. */
                 petId?: number | bigint;
+                /** @description Only the orders with these ids; repeat the parameter (`?id=3&id=17`), up to 100 times. The answer holds those that exist, ascending; an id that does not exist is simply absent (no 404). Combines with the other filters. Paged like any filter: at most `limit` per page (give `limit` as large as the number of ids to have them all in one answer), the rest behind `Link: rel="next"`, whose cursor is good only for the same ids. */
+                id?: (number | bigint)[];
                 /** @description Opaque position from a previous page's `Link: rel="next"`; follow that link rather than building it. */
                 cursor?: string;
             };
@@ -1547,7 +1551,7 @@ export interface operations {
                     "application/json": components["schemas"]["Order"][];
                 };
             };
-            /** @description Invalid `limit`, `status`, `petId` or `cursor` (code: `invalid_request`) */
+            /** @description Invalid `limit`, `status`, `petId`, `id` or `cursor`; more than 100 `id`s (code: `invalid_request`) */
             400: {
                 headers: {
                     [name: string]: unknown;

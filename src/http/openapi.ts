@@ -74,7 +74,7 @@ export const openApi = fp(
             '30 min, 2 h, 5 h, 10 h and 10 h (±20%), at least once; see `webhooks` below for each delivery.',
             '',
             '**Deprecation.** `getPet` is deprecated and is removed on Thu, 05 Dec 2030 00:00:00 GMT; from then',
-            'on it answers 410. Use `GET /pets?status=…` instead.',
+            'on it answers 410. Use `GET /pets?id=…` instead (`?id=3&id=17`: up to 100 animals at once).',
           ].join('\n'),
         },
         servers,

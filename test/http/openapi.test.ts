@@ -285,6 +285,29 @@ for (const backend of backends) {
       assert.equal(limit.schema.default, 20);
     });
 
+    test('when the id parameter of listPets and listOrders is read, then it is an optional repeated query list of 1 to 100 int64 ids of at least 1, and getPet names GET /v1/pets?id= as its replacement', () => {
+      for (const list of ['listPets', 'listOrders']) {
+        const id = (operation(doc, list).operation.parameters ?? []).find((p) => p.name === 'id');
+        assert.ok(id, list);
+        assert.equal(id.in, 'query');
+        assert.notEqual(id.required, true);
+        assert.equal(id.schema.type, 'array');
+        assert.equal(id.schema.minItems, 1);
+        assert.equal(id.schema.maxItems, 100);
+        assert.deepEqual(
+          { ...(id.schema.items as Json), description: undefined },
+          { type: 'integer', format: 'int64', minimum: 1, description: undefined },
+        );
+        assert.match(String(id.description), /repeat the parameter \(`\?id=3&id=17`\), up to 100 times/);
+      }
+      const getPet = operation(doc, 'getPet').operation;
+      assert.match(String(getPet.description), /^Deprecated: use `GET \/v1\/pets\?id=…`/);
+      assert.match(
+        String((getPet.responses['200']?.headers?.Link as Json | undefined)?.description),
+        /the replacement, `GET \/v1\/pets\?id=…`/,
+      );
+    });
+
     test('when the status parameter is read, then it is an optional query PetStatus', () => {
       const params = operation(doc, 'listPets').operation.parameters ?? [];
       const status = params.find((p) => p.name === 'status');
@@ -367,6 +390,7 @@ for (const backend of backends) {
           ['limit', 'query', false],
           ['status', 'query', false],
           ['petId', 'query', false],
+          ['id', 'query', false],
           ['cursor', 'query', false],
         ],
       );
