@@ -1011,7 +1011,10 @@ export interface operations {
                 /** @description Opaque position from a previous page's `Link: rel="next"`; follow that link rather than building it. */
                 cursor?: string;
             };
-            header?: never;
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -1022,6 +1025,10 @@ export interface operations {
                 headers: {
                     /** @description `<…/v1/pets?…&cursor=…>; rel="next"` while more animals may exist. */
                     Link?: string;
+                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1043,6 +1050,17 @@ export interface operations {
                      */
                     "application/json": components["schemas"]["Pet"][];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Invalid `limit`, `status`, `id` or `cursor`; more than 100 `id`s (code: `invalid_request`) */
             400: {
@@ -1334,7 +1352,10 @@ export interface operations {
     getPet: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
             path: {
                 /** @description Identifier of the animal to retrieve (1 to 2^63-1). */
                 petId: number | bigint;
@@ -1352,11 +1373,26 @@ export interface operations {
                     Sunset?: string;
                     /** @description `rel="deprecation"`: documentation of the replacement, `GET /v1/pets?id=…`. */
                     Link?: string;
+                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Pet"];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description `petId` is not an integer from 1 to 2^63-1 (code: `invalid_request`) */
             400: {
@@ -1518,7 +1554,10 @@ export interface operations {
                 /** @description Opaque position from a previous page's `Link: rel="next"`; follow that link rather than building it. */
                 cursor?: string;
             };
-            header?: never;
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -1529,6 +1568,10 @@ export interface operations {
                 headers: {
                     /** @description `<…/v1/store/orders?…&cursor=…>; rel="next"` while more orders may exist. */
                     Link?: string;
+                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1550,6 +1593,17 @@ export interface operations {
                      */
                     "application/json": components["schemas"]["Order"][];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Invalid `limit`, `status`, `petId`, `id` or `cursor`; more than 100 `id`s (code: `invalid_request`) */
             400: {
@@ -1857,7 +1911,10 @@ export interface operations {
     getOrder: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
             path: {
                 /** @description Identifier of the order (1 to 2^63-1). */
                 orderId: number | bigint;
@@ -1869,11 +1926,26 @@ export interface operations {
             /** @description Order found */
             200: {
                 headers: {
+                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Order"];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description `orderId` is not an integer from 1 to 2^63-1 (code: `invalid_request`) */
             400: {
@@ -2316,7 +2388,10 @@ export interface operations {
                 /** @description Only events with a greater id: the id of the last event processed (0, the default, for all). */
                 after?: number | bigint;
             };
-            header?: never;
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -2327,6 +2402,10 @@ export interface operations {
                 headers: {
                     /** @description `<…/v1/events?limit=…&after=…>; rel="next"` while more events may exist. */
                     Link?: string;
+                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2358,6 +2437,17 @@ export interface operations {
                      */
                     "application/json": components["schemas"]["Event"][];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Invalid `limit`, `type` or `after` (code: `invalid_request`) */
             400: {
@@ -2465,7 +2555,10 @@ export interface operations {
     getEvent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
             path: {
                 /** @description Identifier of the event (1 to 2^63-1). */
                 eventId: number | bigint;
@@ -2477,11 +2570,26 @@ export interface operations {
             /** @description Event found */
             200: {
                 headers: {
+                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Event"];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description `eventId` is not an integer from 1 to 2^63-1 (code: `invalid_request`) */
             400: {
@@ -2610,7 +2718,10 @@ export interface operations {
                 /** @description Opaque position from a previous page's `Link: rel="next"`; follow that link rather than building it. */
                 cursor?: string;
             };
-            header?: never;
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -2621,6 +2732,10 @@ export interface operations {
                 headers: {
                     /** @description `<…/v1/webhook-endpoints?limit=…&cursor=…>; rel="next"` while more may exist. */
                     Link?: string;
+                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2641,6 +2756,17 @@ export interface operations {
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"][];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Invalid `limit` or `cursor` (code: `invalid_request`) */
             400: {
@@ -2912,7 +3038,10 @@ export interface operations {
     getWebhookEndpoint: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
             path: {
                 /** @description Identifier of the webhook endpoint (1 to 2^63-1). */
                 endpointId: number | bigint;
@@ -2924,11 +3053,26 @@ export interface operations {
             /** @description Endpoint found (without its secret) */
             200: {
                 headers: {
+                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["WebhookEndpoint"];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description `endpointId` is not an integer from 1 to 2^63-1 (code: `invalid_request`) */
             400: {
@@ -3476,7 +3620,10 @@ export interface operations {
                 /** @description Opaque position from a previous page's `Link: rel="next"`; follow that link rather than building it. */
                 cursor?: string;
             };
-            header?: never;
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
             path: {
                 /** @description Identifier of the webhook endpoint (1 to 2^63-1). */
                 endpointId: number | bigint;
@@ -3490,6 +3637,10 @@ export interface operations {
                 headers: {
                     /** @description `<…/deliveries?limit=…&cursor=…>; rel="next"` while more may exist. */
                     Link?: string;
+                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3508,6 +3659,17 @@ export interface operations {
                      */
                     "application/json": components["schemas"]["WebhookDelivery"][];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Invalid `endpointId`, `limit`, `status` or `cursor` (code: `invalid_request`) */
             400: {

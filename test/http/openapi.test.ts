@@ -188,17 +188,22 @@ for (const backend of backends) {
     });
 
     for (const [id, method, path, codes] of [
-      ['listPets', 'get', '/pets', ['200', '400', '401', '403', '429', '503']],
+      ['listPets', 'get', '/pets', ['200', '304', '400', '401', '403', '429', '503']],
       ['createPet', 'post', '/pets', ['201', '400', '401', '403', '413', '415', '422', '429', '503']],
-      ['getPet', 'get', '/pets/{petId}', ['200', '400', '401', '403', '404', '410', '429', '503']],
-      ['listOrders', 'get', '/store/orders', ['200', '400', '401', '403', '429', '503']],
+      ['getPet', 'get', '/pets/{petId}', ['200', '304', '400', '401', '403', '404', '410', '429', '503']],
+      ['listOrders', 'get', '/store/orders', ['200', '304', '400', '401', '403', '429', '503']],
       [
         'placeOrder',
         'post',
         '/store/orders',
         ['201', '400', '401', '403', '409', '413', '415', '422', '429', '503'],
       ],
-      ['getOrder', 'get', '/store/orders/{orderId}', ['200', '400', '401', '403', '404', '429', '503']],
+      [
+        'getOrder',
+        'get',
+        '/store/orders/{orderId}',
+        ['200', '304', '400', '401', '403', '404', '429', '503'],
+      ],
       [
         'deliverOrder',
         'post',
@@ -267,7 +272,9 @@ for (const backend of backends) {
       for (const code of ['200', '404', '410']) {
         assert.deepEqual(
           Object.keys(getPet.responses[code]?.headers ?? {}).sort(),
-          ['Deprecation', 'Link', 'Sunset'],
+          code === '200'
+            ? ['Cache-Control', 'Deprecation', 'ETag', 'Link', 'Sunset']
+            : ['Deprecation', 'Link', 'Sunset'],
           `getPet ${code} headers`,
         );
       }
@@ -392,6 +399,7 @@ for (const backend of backends) {
           ['petId', 'query', false],
           ['id', 'query', false],
           ['cursor', 'query', false],
+          ['if-none-match', 'header', false],
         ],
       );
       for (const id of ['getOrder', 'deliverOrder', 'cancelOrder']) {
