@@ -52,9 +52,9 @@ const NotModified = Type.Unsafe({
   headers: { ETag: ETagHeader, 'Cache-Control': CacheControlHeader },
 });
 
-/** The digest of the answer being sent, for the ETag's coding suffix once compression has decided. */
 declare module 'fastify' {
   interface FastifyReply {
+    /** The digest of the 200 being sent: its ETag names its coding once compression has decided. */
     entityDigest?: string;
   }
 }
