@@ -233,6 +233,46 @@ for (const backend of backends) {
       );
     });
 
+    test('when conditionalGets is on, then reading again what did not change is a 304 with no body and gives the same value; after a change, the new one', async () => {
+      const seen: { status: number; ifNoneMatch: string | null; bytes: number }[] = [];
+      const client = new PetstoreClient({
+        baseUrl: `${server.url}/v1`,
+        apiKey: TEST_KEY,
+        conditionalGets: true,
+        fetch: async (input, init) => {
+          const request = input instanceof Request ? input : new Request(input, init);
+          const response = await fetch(request);
+          const bytes = (await response.clone().arrayBuffer()).byteLength;
+          seen.push({ status: response.status, ifNoneMatch: request.headers.get('if-none-match'), bytes });
+          return response;
+        },
+      });
+      const pet = await client.createPet({ name: 'Cached', categoryId: 1 });
+      const order = await client.placeOrder({ petId: pet.id });
+      seen.length = 0;
+      const first = await client.getOrder(order.id);
+      const again = await client.getOrder(order.id);
+      assert.deepEqual(again, first);
+      const page = await client.listOrders({ id: [order.id] });
+      assert.deepEqual((await client.listOrders({ id: [order.id] })).orders, page.orders);
+      assert.deepEqual(
+        seen.map(({ status, ifNoneMatch, bytes }) => [status, ifNoneMatch !== null, bytes > 0]),
+        [
+          [200, false, true],
+          [304, true, false],
+          [200, false, true],
+          [304, true, false],
+        ],
+      );
+      await client.deliverOrder(order.id);
+      assert.deepEqual(await client.getOrder(order.id), { ...first, status: 'delivered' });
+      assert.deepEqual(seen.at(-1)?.status, 200);
+      await assert.rejects(
+        client.getOrder(987_654n),
+        (error: unknown) => error instanceof PetstoreError && error.code === 'not_found',
+      );
+    });
+
     test('when listPets is given ids and a small limit, then next repeats the ids and listAllPets yields those pets once each', async () => {
       const client = new PetstoreClient({ baseUrl: `${server.url}/v1`, apiKey: TEST_KEY });
       const made: Pet[] = [];

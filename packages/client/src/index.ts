@@ -20,6 +20,7 @@
 import { isLosslessNumber, parse, stringify } from 'lossless-json';
 import createClient, { type Client } from 'openapi-fetch';
 import { Webhook } from 'standardwebhooks';
+import { EtagCache } from './etag-cache.js';
 import { nextLinkTarget } from './link.js';
 import type { components, operations, paths } from './openapi-types.js';
 
@@ -124,8 +125,14 @@ export interface PetstoreClientOptions {
   fetch?: typeof fetch;
   /** Milliseconds each try may take, answer included (default 30 000); then a PetstoreNetworkError `timeout`. */
   timeoutMs?: number;
-  /** Retries of 429 and 503 (on by default); `false` gives every answer back at once. */
+  /** Retries (on by default); `false` gives every answer back at once. */
   retry?: RetryOptions | false;
+  /**
+   * Conditional re-reads (off by default): the last answer of each GET with an ETag is kept (the
+   * `maxEntries` most recently used, 100 by default) and the GET is sent again with If-None-Match; a
+   * `304` gives the kept answer back, so reading again what did not change costs no body.
+   */
+  conditionalGets?: boolean | { maxEntries?: number };
 }
 
 export interface CreatePetOptions {
@@ -274,16 +281,34 @@ export class PetstoreClient {
   /** The X-Request-Id each answer's request was sent with, for errors whose answer carries none. */
   readonly #sentIds = new WeakMap<Response, string>();
 
-  constructor({ baseUrl, apiKey, fetch: fetchImpl, timeoutMs, retry }: PetstoreClientOptions) {
+  constructor({
+    baseUrl,
+    apiKey,
+    fetch: fetchImpl,
+    timeoutMs,
+    retry,
+    conditionalGets,
+  }: PetstoreClientOptions) {
     this.#baseUrl = baseUrl.replace(/\/$/, '');
     this.#fetch = fetchImpl ?? globalThis.fetch;
     this.#timeoutMs = timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#retry = retry === false ? undefined : { ...DEFAULT_RETRY, ...retry };
+    const cache = conditionalGets
+      ? new EtagCache((conditionalGets === true ? undefined : conditionalGets.maxEntries) ?? 100)
+      : undefined;
     this.raw = createClient<paths>({
       baseUrl: this.#baseUrl,
       headers: { Authorization: `Bearer ${apiKey}` },
       bodySerializer: (body) => stringify(body) ?? '',
-      fetch: (request: Request) => this.#send(request),
+      fetch: async (request: Request) => {
+        if (cache === undefined || request.method !== 'GET') return this.#send(request);
+        cache.prepare(request);
+        const response = await this.#send(request);
+        const settled = await cache.settle(request, response);
+        const requestId = this.#sentIds.get(response);
+        if (requestId !== undefined) this.#sentIds.set(settled, requestId);
+        return settled;
+      },
     });
   }
 
