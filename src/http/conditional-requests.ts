@@ -6,7 +6,8 @@ import { digestOf, matchingTag } from './entity-tags.js';
 
 /**
  * Conditional GETs (RFC 9110 §8.8.3, §13.1.2, §15.4.5) on every operation registered after this: each
- * `200` of a GET (and HEAD) carries a strong `ETag`, the digest of the bytes of the representation, and
+ * `200` of a GET (and HEAD) carries a strong `ETag`, the digest of the bytes of the representation (and
+ * of its `Link: rel="next"` header), and
  * `Cache-Control: private, no-cache` (answers that need a key are no shared cache's business, and a
  * private one must ask again each time: with the tag, that costs a `304` and no body). An
  * `If-None-Match` that names the tag (`*`, a list, weak comparison) gets `304 Not Modified`, no body.
@@ -30,8 +31,9 @@ export const CACHE_CONTROL = 'private, no-cache';
 
 const ETagHeader = Type.String({
   description:
-    'A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when ' +
-    'compressed. Send it back in `If-None-Match` to get `304` while it is current.',
+    'A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): ' +
+    '`"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` ' +
+    'to get `304` while it is current.',
 });
 const CacheControlHeader = Type.String({
   description:
@@ -69,7 +71,11 @@ const tagAndCheck: onSendHookHandler<unknown> = (request, reply, payload, done) 
     done(null, payload);
     return;
   }
-  const digest = digestOf(payload);
+  // A page's `next` link is part of what it says: a full last page that gains a next page is the same
+  // bytes with a new link, and a client holding the old one must not be told it is current. (getPet's
+  // deprecation link, the same on every answer, is set later and not counted.)
+  const link = reply.getHeader('Link');
+  const digest = typeof link === 'string' ? digestOf(payload, link) : digestOf(payload);
   const identityTag = `"${digest}"`;
   reply.entityDigest = digest;
   reply.header('Cache-Control', CACHE_CONTROL).header('ETag', identityTag);

@@ -6,8 +6,11 @@ import { createHash } from 'node:crypto';
  */
 
 /** The opaque part of a strong tag for these bytes: SHA-256, 160 bits of it, base64url. */
-export const digestOf = (bytes: string | Buffer): string =>
-  createHash('sha256').update(bytes).digest('base64url').slice(0, 27);
+export function digestOf(bytes: string | Buffer, ...more: (string | Buffer)[]): string {
+  const hash = createHash('sha256').update(bytes);
+  for (const part of more) hash.update('\n').update(part);
+  return hash.digest('base64url').slice(0, 27);
+}
 
 /** One entity-tag: optional `W/`, then a quoted string of etagc (RFC 9110 §8.8.3). */
 const ENTITY_TAG = /(?:W\/)?"[\x21\x23-\x7E\x80-\xFF]*"/y;

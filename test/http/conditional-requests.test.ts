@@ -8,9 +8,16 @@ import { addAnimal, type OrderBody, placeOrder } from '../support/orders.js';
 import { sendRaw } from '../support/raw-http.js';
 import { startTestServer, TEST_KEY, type TestResponse, type TestServer } from '../support/test-server.js';
 
-/** The strong tag of these bytes, as the service computes it: SHA-256, base64url, 27 characters. */
-const tagOf = (bytes: string | Buffer) =>
-  `"${createHash('sha256').update(bytes).digest('base64url').slice(0, 27)}"`;
+/**
+ * The strong tag of an answer, as the service computes it: SHA-256 of its bytes (then a line break and
+ * its `Link: rel="next"` header, when it has one), base64url, 27 characters.
+ */
+function tagOf(bytes: string | Buffer, link?: string | null): string {
+  const hash = createHash('sha256').update(bytes);
+  // Only the paging link counts: getPet's deprecation link is the same on every answer.
+  if (link && /rel="next"/.test(link)) hash.update('\n').update(link);
+  return `"${hash.digest('base64url').slice(0, 27)}"`;
+}
 
 /** Uncompressed unless a test asks otherwise: fetch would otherwise ask for gzip. */
 const IDENTITY = { 'accept-encoding': 'identity' };
@@ -94,7 +101,7 @@ for (const backend of backends) {
         test('when it answers 200, then it carries a strong ETag, the digest of the bytes sent, and Cache-Control: private, no-cache', async () => {
           const res = await server.request('GET', path(), { headers: IDENTITY });
           assert.equal(res.status, 200, res.text);
-          assert.equal(res.headers.get('etag'), tagOf(res.text));
+          assert.equal(res.headers.get('etag'), tagOf(res.text, res.headers.get('link')));
           assert.equal(res.headers.get('cache-control'), 'private, no-cache');
         });
 
@@ -168,7 +175,7 @@ for (const backend of backends) {
         const plain = await get();
         assert.equal(plain.headers['content-encoding'], undefined);
         assert.ok(plain.bytes.length >= 1024, 'large enough to be compressed');
-        const identityTag = tagOf(plain.bytes);
+        const identityTag = tagOf(plain.bytes, plain.headers.link);
         assert.equal(plain.headers.etag, identityTag);
 
         const gzipped = await get(undefined, 'gzip');
@@ -232,11 +239,30 @@ for (const backend of backends) {
           });
           assert.equal(res.status, 200, path);
           assert.notEqual(res.headers.get('etag'), before.get(path), path);
-          assert.equal(res.headers.get('etag'), tagOf(res.text), path);
+          assert.equal(res.headers.get('etag'), tagOf(res.text, res.headers.get('link')), path);
         }
         const now = await server.request('GET', `/v1/store/orders/${order.id}`, { headers: IDENTITY });
         assert.equal(now.json<OrderBody>().status, 'delivered');
         order = now.json<OrderBody>();
+      });
+    });
+
+    describe('a page that gains a next page', () => {
+      test('when a full last page gains a next page (an animal added after it), then its old ETag no longer matches: 200, the same animals, and the next link', async () => {
+        const all = await server.request('GET', '/v1/pets?limit=100', { headers: IDENTITY });
+        const count = all.json<unknown[]>().length;
+        assert.ok(count < 100);
+        const path = `/v1/pets?limit=${count}`;
+        const before = await server.request('GET', path, { headers: IDENTITY });
+        assert.equal(before.headers.get('link'), null);
+        const etag = before.headers.get('etag') as string;
+        await addAnimal(server);
+        const after = await server.request('GET', path, { headers: { ...IDENTITY, 'if-none-match': etag } });
+        assert.equal(after.status, 200);
+        assert.equal(after.text, before.text);
+        assert.match(after.headers.get('link') ?? '', /rel="next"/);
+        assert.notEqual(after.headers.get('etag'), etag);
+        assert.equal(after.headers.get('etag'), tagOf(after.text, after.headers.get('link')));
       });
     });
 

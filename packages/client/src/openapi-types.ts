@@ -1025,7 +1025,7 @@ export interface operations {
                 headers: {
                     /** @description `<…/v1/pets?…&cursor=…>; rel="next"` while more animals may exist. */
                     Link?: string;
-                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
                     ETag?: string;
                     /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
                     "Cache-Control"?: string;
@@ -1054,7 +1054,7 @@ export interface operations {
             /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
             304: {
                 headers: {
-                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
                     ETag?: string;
                     /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
                     "Cache-Control"?: string;
@@ -1373,7 +1373,7 @@ export interface operations {
                     Sunset?: string;
                     /** @description `rel="deprecation"`: documentation of the replacement, `GET /v1/pets?id=…`. */
                     Link?: string;
-                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
                     ETag?: string;
                     /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
                     "Cache-Control"?: string;
@@ -1386,7 +1386,7 @@ export interface operations {
             /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
             304: {
                 headers: {
-                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
                     ETag?: string;
                     /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
                     "Cache-Control"?: string;
@@ -1568,7 +1568,7 @@ export interface operations {
                 headers: {
                     /** @description `<…/v1/store/orders?…&cursor=…>; rel="next"` while more orders may exist. */
                     Link?: string;
-                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
                     ETag?: string;
                     /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
                     "Cache-Control"?: string;
@@ -1597,7 +1597,7 @@ export interface operations {
             /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
             304: {
                 headers: {
-                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
                     ETag?: string;
                     /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
                     "Cache-Control"?: string;
@@ -1926,7 +1926,7 @@ export interface operations {
             /** @description Order found */
             200: {
                 headers: {
-                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
                     ETag?: string;
                     /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
                     "Cache-Control"?: string;
@@ -1939,7 +1939,7 @@ export interface operations {
             /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
             304: {
                 headers: {
-                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
                     ETag?: string;
                     /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
                     "Cache-Control"?: string;
@@ -2402,7 +2402,7 @@ export interface operations {
                 headers: {
                     /** @description `<…/v1/events?limit=…&after=…>; rel="next"` while more events may exist. */
                     Link?: string;
-                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
                     ETag?: string;
                     /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
                     "Cache-Control"?: string;
@@ -2441,7 +2441,7 @@ export interface operations {
             /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
             304: {
                 headers: {
-                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
                     ETag?: string;
                     /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
                     "Cache-Control"?: string;
@@ -2570,7 +2570,7 @@ export interface operations {
             /** @description Event found */
             200: {
                 headers: {
-                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
                     ETag?: string;
                     /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
                     "Cache-Control"?: string;
@@ -2583,7 +2583,7 @@ export interface operations {
             /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
             304: {
                 headers: {
-                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
                     ETag?: string;
                     /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
                     "Cache-Control"?: string;
@@ -2732,7 +2732,7 @@ export interface operations {
                 headers: {
                     /** @description `<…/v1/webhook-endpoints?limit=…&cursor=…>; rel="next"` while more may exist. */
                     Link?: string;
-                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
                     ETag?: string;
                     /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
                     "Cache-Control"?: string;
@@ -2760,7 +2760,7 @@ export interface operations {
             /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
             304: {
                 headers: {
-                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
                     ETag?: string;
                     /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
                     "Cache-Control"?: string;
@@ -3053,7 +3053,7 @@ export interface operations {
             /** @description Endpoint found (without its secret) */
             200: {
                 headers: {
-                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
                     ETag?: string;
                     /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
                     "Cache-Control"?: string;
@@ -3066,7 +3066,7 @@ export interface operations {
             /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
             304: {
                 headers: {
-                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
                     ETag?: string;
                     /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
                     "Cache-Control"?: string;
@@ -3637,7 +3637,7 @@ export interface operations {
                 headers: {
                     /** @description `<…/deliveries?limit=…&cursor=…>; rel="next"` while more may exist. */
                     Link?: string;
-                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
                     ETag?: string;
                     /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
                     "Cache-Control"?: string;
@@ -3663,7 +3663,7 @@ export interface operations {
             /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
             304: {
                 headers: {
-                    /** @description A strong entity tag of this representation: `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
                     ETag?: string;
                     /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
                     "Cache-Control"?: string;
