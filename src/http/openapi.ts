@@ -68,7 +68,7 @@ export const openApi = fp(
             'allows (gzip preferred, then br, then deflate).',
             '',
             '**Conditional requests.** Every `200` of a GET carries a strong `ETag` (a digest of the bytes before any',
-            'content coding and of a page\'s `next` link; `-gzip`, `-br` or `-deflate` appended for a compressed answer) and',
+            "content coding and of a page's `next` link; `-gzip`, `-br` or `-deflate` appended for a compressed answer) and",
             '`Cache-Control: private, no-cache`. Send it back in `If-None-Match` (`*`, a list, weak comparison,',
             'either form) to get `304` and no body while it is current. A `304` needs the key and the scope and',
             'counts against the rate limit.',
