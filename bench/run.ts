@@ -267,6 +267,8 @@ async function startService(
 ): Promise<Target> {
   if (seed) {
     log(`${backend}: seeding ${size} pets through the bulk path (petstore seed)`);
+    // seed fills an existing database only: migrate creates it.
+    runToEnd(process.execPath, [CLI, 'migrate'], serviceEnv(database.url));
     runToEnd(process.execPath, [CLI, 'seed', '--count', String(size)], serviceEnv(database.url));
   }
   const key = args['stored-key']

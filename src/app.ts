@@ -15,6 +15,7 @@ import { WebhookEndpoints } from './domain/webhook-endpoints.js';
 import { authentication } from './http/auth.js';
 import { AuthFailureLimiter } from './http/auth-failures.js';
 import { answerClientError, answerConnect } from './http/client-errors.js';
+import { conditionalRequests } from './http/conditional-requests.js';
 import { DRAIN_GRACE_MS, GuardedServer } from './http/connections.js';
 import { contentCodings } from './http/content-coding.js';
 import { corsPolicy } from './http/cors.js';
@@ -165,6 +166,8 @@ export async function buildApp({
       // Right after knowing the caller, before anything is validated or counted: 403 without the scope.
       await v1.register(scopes);
       await v1.register(rateLimit, { buckets, policy: config.rateLimit, metrics });
+      // Last before the routes: a 304 is decided once every check above has passed.
+      await v1.register(conditionalRequests);
       await v1.register(petRoutes, { catalog, links, now });
       await v1.register(orderRoutes, { orders, links });
       await v1.register(eventRoutes, { feed, links });

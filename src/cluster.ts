@@ -7,7 +7,7 @@ import { METRICS_REQUEST, METRICS_RESPONSE } from './http/metrics.js';
 import { listenForMetrics } from './http/metrics-listener.js';
 import { createLogger } from './logging.js';
 import { announceFirstKey, serverUrl } from './server.js';
-import { openStorage } from './storage/open-storage.js';
+import { databaseLocation, openStorage } from './storage/open-storage.js';
 import { NODE_VERSION, VERSION } from './version.js';
 
 /** The primary to its workers on SIGTERM: close the listening socket, and say when it is closed. */
@@ -47,6 +47,7 @@ export async function runCluster(config: Config, workers: number): Promise<void>
   // Migrates once, before any worker opens the database; a schema this build cannot serve stops the
   // start here, with the one line main writes and nothing logged or listening.
   const storage = await openStorage(config);
+  process.stderr.write(`database: ${databaseLocation(config.databaseUrl)}\n`);
   let log: Logger;
   let url: string;
   try {

@@ -240,8 +240,12 @@ export class CliProcess {
 }
 
 /** Runs `petstore <args>` to completion. */
-export async function runCli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
-  const cli = new CliProcess(args, env);
+export async function runCli(
+  args: string[],
+  env: Record<string, string> = {},
+  options: ProcessOptions = {},
+): Promise<CliResult> {
+  const cli = new CliProcess(args, env, options);
   try {
     return await cli.exitStatus();
   } finally {

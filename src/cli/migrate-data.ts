@@ -9,8 +9,9 @@ import {
   copyData,
   type TableComparison,
 } from '../storage/copy-data.js';
-import { openStorage } from '../storage/open-storage.js';
+import { databaseLocation, openStorage } from '../storage/open-storage.js';
 import { ProgressLine } from './progress-line.js';
+import { refuseMissingDatabase } from './with-storage.js';
 
 // The copy runs one query at a time on each side.
 const POOL_SIZE = 2;
@@ -54,6 +55,8 @@ versions, and neither is changed.`,
       )
       .action(async ({ from, to, batchSize }: { from: string; to: string; batchSize: number }) => {
         if (from === to) throw new Error('--from and --to name the same database');
+        // The target may be new (filling one is the point); a source that does not exist is a mistake.
+        refuseMissingDatabase(from, '--from');
         const source = await open('--from', from);
         try {
           const target = await open('--to', to);
@@ -74,11 +77,13 @@ const COPY_TIMEOUT_MS = 60_000;
 
 async function open(option: string, url: string): Promise<Storage> {
   try {
-    return await openStorage({
+    const storage = await openStorage({
       databaseUrl: url,
       databasePoolSize: POOL_SIZE,
       databaseTimeoutMs: COPY_TIMEOUT_MS,
     });
+    process.stderr.write(`database ${option}: ${databaseLocation(url)}\n`);
+    return storage;
   } catch (error) {
     throw new Error(`${option} ${withoutPassword(url)}: ${(error as Error).message}`);
   }

@@ -13,7 +13,7 @@ export function migrateCommand(): Command {
     )
     .action(async () => {
       // Opening the storage applies its migrations, and reports what it found and did.
-      const schema = await withStorage(async (storage) => storage.schema);
+      const schema = await withStorage(async (storage) => storage.schema, { create: true, announce: false });
       process.stderr.write(`${describeMigration(schema)}: ${databaseLocation(loadConfig().databaseUrl)}\n`);
     });
 }

@@ -2,6 +2,7 @@ import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { Command, InvalidArgumentError } from 'commander';
 import { describeConfig, loadConfig } from '../config/config.js';
+import { databaseLocation } from '../storage/open-storage.js';
 
 /** `--workers`: a positive count, or `auto` for one per core. */
 function parseWorkers(value: string): number {
@@ -70,5 +71,7 @@ export function serveCommand(): Command {
         );
       });
       await starting;
+      // On stderr as well as in the log: the one place a person starting it by hand is sure to look.
+      if (cluster.isPrimary) process.stderr.write(`database: ${databaseLocation(config.databaseUrl)}\n`);
     });
 }

@@ -1,13 +1,44 @@
+import { existsSync } from 'node:fs';
 import { loadConfig } from '../config/config.js';
 import type { Storage } from '../domain/storage.js';
-import { openStorage } from '../storage/open-storage.js';
+import { databaseLocation, openStorage } from '../storage/open-storage.js';
+
+export interface WithStorageOptions {
+  /**
+   * Whether a SQLite file that does not exist may be created. Only `migrate` says yes: any other
+   * command run from the wrong directory would otherwise fill a new, empty database that the service
+   * never reads (a key created there is a key the service answers 401).
+   */
+  create?: boolean;
+  /** Whether to print `database: <where>` on stderr once it is open; `migrate` says where in its own line. */
+  announce?: boolean;
+}
 
 /** Runs a command against the configured database (DATABASE_URL), closing it afterwards. */
-export async function withStorage<T>(work: (storage: Storage) => Promise<T>): Promise<T> {
-  const storage = await openStorage(loadConfig());
+export async function withStorage<T>(
+  work: (storage: Storage) => Promise<T>,
+  { create = false, announce = true }: WithStorageOptions = {},
+): Promise<T> {
+  const { databaseUrl, ...config } = loadConfig();
+  if (!create) refuseMissingDatabase(databaseUrl, 'DATABASE_URL');
+  const storage = await openStorage({ ...config, databaseUrl });
   try {
+    if (announce) process.stderr.write(`database: ${databaseLocation(databaseUrl)}\n`);
     return await work(storage);
   } finally {
     await storage.close();
   }
+}
+
+/**
+ * Throws, naming the absolute path and the variable (or option) to set, when `databaseUrl` is a SQLite
+ * file that does not exist: opening it would create it.
+ */
+export function refuseMissingDatabase(databaseUrl: string, setting: string): void {
+  if (!databaseUrl.startsWith('sqlite:') || databaseUrl === 'sqlite::memory:') return;
+  const path = databaseLocation(databaseUrl);
+  if (existsSync(path)) return;
+  throw new Error(
+    `no database at ${path}; set ${setting} to the service's database (e.g. ${setting}=sqlite:/srv/petstore/data/petstore.db), or run \`petstore migrate\` to create this one`,
+  );
 }

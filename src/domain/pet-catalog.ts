@@ -1,13 +1,15 @@
 import { IdempotencyKeyReusedError } from './errors.js';
 import { eventCause } from './event-cause.js';
 import { idempotencyClaim, requestHashOf } from './idempotency.js';
-import { type CursorCodec, DEFAULT_PAGE_SIZE } from './paging.js';
+import { type CursorCodec, DEFAULT_PAGE_SIZE, idSet } from './paging.js';
 import { DEFAULT_PET_STATUS, type NewPet, type Pet, type PetStatus } from './pet.js';
 import type { PetRecordInput, PetStore } from './storage.js';
 
 export interface PetQuery {
   limit?: number | undefined;
   status?: PetStatus | undefined;
+  /** Only these pets (getPet's replacement); those that do not exist are simply absent. */
+  ids?: readonly bigint[] | undefined;
   cursor?: string | undefined;
 }
 
@@ -52,10 +54,11 @@ export class PetCatalog {
    */
   async listJson(query: PetQuery): Promise<PetPageAsJson> {
     const limit = query.limit ?? DEFAULT_PAGE_SIZE;
-    const afterId = query.cursor ? this.#cursors.decode(query.cursor, { status: query.status }).afterId : 0n;
-    const { json, lastIdIfMore } = await this.#store.listJson({ afterId, status: query.status, limit });
+    const filter = { status: query.status, ids: query.ids && idSet(query.ids) };
+    const afterId = query.cursor ? this.#cursors.decode(query.cursor, filter).afterId : 0n;
+    const { json, lastIdIfMore } = await this.#store.listJson({ afterId, ...filter, limit });
     if (lastIdIfMore === undefined) return { json };
-    return { json, nextCursor: this.#cursors.encode({ afterId: lastIdIfMore, status: query.status }) };
+    return { json, nextCursor: this.#cursors.encode({ afterId: lastIdIfMore, ...filter }) };
   }
 
   /**

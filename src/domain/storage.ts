@@ -57,6 +57,8 @@ export interface PetListQuery {
   /** Keyset position: only pets with a greater id. */
   afterId: bigint;
   status?: PetStatus | undefined;
+  /** Only pets with one of these ids (at most MAX_SELECTED_IDS of them). */
+  ids?: readonly bigint[] | undefined;
   limit: number;
 }
 
@@ -135,6 +137,8 @@ export interface OrderListQuery {
   afterId: bigint;
   status?: OrderStatus | undefined;
   petId?: bigint | undefined;
+  /** Only orders with one of these ids (at most MAX_SELECTED_IDS of them). */
+  ids?: readonly bigint[] | undefined;
   limit: number;
 }
 

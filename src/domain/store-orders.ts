@@ -2,13 +2,15 @@ import { ConflictError, IdempotencyKeyReusedError, UnknownReferenceError } from 
 import { eventCause } from './event-cause.js';
 import { idempotencyClaim, orderRequestHashOf } from './idempotency.js';
 import type { NewOrder, Order, OrderSettlement, OrderStatus } from './order.js';
-import { type CursorCodec, DEFAULT_PAGE_SIZE } from './paging.js';
+import { type CursorCodec, DEFAULT_PAGE_SIZE, idSet } from './paging.js';
 import type { OrderStore } from './storage.js';
 
 export interface OrderQuery {
   limit?: number | undefined;
   status?: OrderStatus | undefined;
   petId?: bigint | undefined;
+  /** Only these orders; those that do not exist are simply absent. */
+  ids?: readonly bigint[] | undefined;
   cursor?: string | undefined;
 }
 
@@ -102,7 +104,7 @@ export class StoreOrders {
   /** Ascending id order: keyset paging visits each order once, whatever is placed meanwhile. */
   async list(query: OrderQuery): Promise<OrderPage> {
     const limit = query.limit ?? DEFAULT_PAGE_SIZE;
-    const filter = { status: query.status, petId: query.petId };
+    const filter = { status: query.status, petId: query.petId, ids: query.ids && idSet(query.ids) };
     const afterId = query.cursor ? this.#cursors.decode(query.cursor, filter).afterId : 0n;
     // One row more than asked tells whether a next page exists without a COUNT.
     const orders = await this.#store.list({ afterId, ...filter, limit: limit + 1 });

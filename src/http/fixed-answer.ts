@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
 import { brotliCompressSync, constants, gzipSync } from 'node:zlib';
 import negotiate from '@fastify/accept-negotiator';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
+import { digestOf, matchingTag } from './entity-tags.js';
 
 /** The codings a fixed answer is kept in, best first. */
 const CODINGS = ['br', 'gzip', 'identity'] as const;
@@ -33,14 +33,6 @@ export const FIXED_ANSWER_HEADERS = {
   }),
 };
 
-/** `If-None-Match` (RFC 9110 §13.1.2): `*`, or a list of tags compared weakly. */
-function matches(ifNoneMatch: string | undefined, etag: string): boolean {
-  if (ifNoneMatch === undefined) return false;
-  if (ifNoneMatch.trim() === '*') return true;
-  const opaque = etag.replace(/^W\//, '');
-  return ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === opaque);
-}
-
 /**
  * An answer that never changes while the process runs (the OpenAPI document, the docs page's
  * scripts): compressed once per coding, on its first request in that coding, rather than on every
@@ -56,7 +48,7 @@ export class FixedAnswer {
   constructor(body: Buffer | string, contentType: string) {
     this.#identity = Buffer.isBuffer(body) ? body : Buffer.from(body);
     this.#contentType = contentType;
-    this.#digest = createHash('sha256').update(this.#identity).digest('base64url').slice(0, 27);
+    this.#digest = digestOf(this.#identity);
   }
 
   #variant(coding: Coding): { body: Buffer; etag: string } {
@@ -81,7 +73,7 @@ export class FixedAnswer {
     const coding: Coding = (accepted && negotiate(accepted, [...CODINGS])) || 'identity';
     const { body, etag } = this.#variant(coding);
     reply.header('Vary', 'Accept-Encoding').header('ETag', etag).header('Cache-Control', 'no-cache');
-    if (matches(ifNoneMatch, etag)) {
+    if (matchingTag(ifNoneMatch, (tag) => tag === etag) !== undefined) {
       reply.code(304).removeHeader('Content-Type');
       return undefined;
     }

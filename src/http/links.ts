@@ -24,8 +24,8 @@ export class Links {
    * with URLSearchParams: every part is URL-safe as it is (a number, a status name, a base64url
    * cursor), and this runs on every page served.
    */
-  petsPage(limit: number, status: PetStatus | undefined, cursor: string): string {
-    return `${this.#api}/pets?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${cursor}`;
+  petsPage(limit: number, status: PetStatus | undefined, cursor: string, ids?: readonly bigint[]): string {
+    return `${this.#api}/pets?limit=${limit}${status ? `&status=${status}` : ''}${idParameters(ids)}&cursor=${cursor}`;
   }
 
   order(id: bigint): string {
@@ -35,10 +35,14 @@ export class Links {
   /** The `next` page of a walk through the orders, keeping the caller's limit and filters. */
   ordersPage(
     limit: number,
-    { status, petId }: { status: OrderStatus | undefined; petId: bigint | undefined },
+    {
+      status,
+      petId,
+      ids,
+    }: { status: OrderStatus | undefined; petId: bigint | undefined; ids?: readonly bigint[] | undefined },
     cursor: string,
   ): string {
-    return `${this.#api}/store/orders?limit=${limit}${status ? `&status=${status}` : ''}${petId === undefined ? '' : `&petId=${petId}`}&cursor=${cursor}`;
+    return `${this.#api}/store/orders?limit=${limit}${status ? `&status=${status}` : ''}${petId === undefined ? '' : `&petId=${petId}`}${idParameters(ids)}&cursor=${cursor}`;
   }
 
   /** The `next` page of the event feed: after the page's last id, same limit and types. */
@@ -68,6 +72,10 @@ export class Links {
     return `${this.#docs}#/pets/listPets`;
   }
 }
+
+/** Selected ids as the next page repeats them: `&id=3&id=17`. */
+const idParameters = (ids: readonly bigint[] | undefined): string =>
+  ids === undefined ? '' : ids.map((id) => `&id=${id}`).join('');
 
 /** An RFC 8288 Link header value. */
 export const linkHeader = (href: string, rel: string, type?: string): string =>

@@ -12,8 +12,10 @@ import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 import { SQLITE_MIGRATIONS } from '../../src/storage/sqlite/migrations.js';
 import { VERSION } from '../../src/version.js';
 import {
+  type CliResult,
   jsonLines,
   killAllCliProcesses,
+  migratedTempDatabase,
   oneLineFailure,
   poll,
   runCli,
@@ -54,11 +56,25 @@ interface ListedKey {
 
 after(() => killAllCliProcesses());
 
-/** A fresh database file for this test, removed when it ends. */
-function database(t: TestContext): TempDatabase {
+/** A database file for this test that does not exist yet, removed when it ends. */
+function newDatabase(t: TestContext): TempDatabase {
   const db = tempDatabase();
   t.after(() => db.remove());
   return db;
+}
+
+/** A fresh database for this test, its schema in place (as `migrate` leaves it), removed when it ends. */
+async function database(t: TestContext): Promise<TempDatabase> {
+  const db = await migratedTempDatabase();
+  t.after(() => db.remove());
+  return db;
+}
+
+/** A failed run of a command that opened the database: `database: <path>` first, then one line saying what failed. */
+function failureAfterOpening(result: CliResult, db: TempDatabase): string {
+  const [opened, ...rest] = result.stderr.split('\n');
+  assert.equal(opened, `database: ${db.path}`);
+  return oneLineFailure({ ...result, stderr: rest.join('\n') });
 }
 
 /** `petstore serve` on this database; killed when the test ends, whatever happens. */
@@ -307,7 +323,7 @@ describe('petstore help', { concurrency: 4 }, () => {
 
 describe('petstore keys', { concurrency: 4 }, () => {
   test('when keys create --name ci runs, then it prints one pst_ key on stdout and exits 0', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     const result = await runCli(['keys', 'create', '--name', 'ci'], { DATABASE_URL: db.url });
     assert.equal(result.code, 0, result.stderr);
     const lines = result.stdout.split('\n');
@@ -320,7 +336,7 @@ describe('petstore keys', { concurrency: 4 }, () => {
   });
 
   test('when keys list runs, then it shows each key id, name and pst_…last4, never the secret', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     const secret = await createKey(db, 'ci');
     const [record] = await listKeys(db);
     assert.ok(record);
@@ -341,7 +357,7 @@ describe('petstore keys', { concurrency: 4 }, () => {
   });
 
   test('when keys list --json runs, then it prints every key as JSON without its secret', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     const ci = await createKey(db, 'ci');
     const deploy = await createKey(db, 'deploy');
     const result = await runCli(['keys', 'list', '--json'], { DATABASE_URL: db.url });
@@ -387,7 +403,7 @@ describe('petstore keys', { concurrency: 4 }, () => {
   });
 
   test('when there is no key, then keys list says so and --json prints an empty array', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     const table = await runCli(['keys', 'list'], { DATABASE_URL: db.url });
     assert.equal(table.code, 0, table.stderr);
     assert.equal(table.stdout, 'no keys\n');
@@ -395,7 +411,7 @@ describe('petstore keys', { concurrency: 4 }, () => {
   });
 
   test('when keys revoke <id> runs, then it exits 0 and keys list shows the key as revoked', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     await createKey(db, 'ci');
     await createKey(db, 'other');
     const id = (await listKeys(db)).find((k) => k.name === 'ci')?.id as string;
@@ -416,14 +432,16 @@ describe('petstore keys', { concurrency: 4 }, () => {
   });
 
   test("when keys are created with --scopes, --expires-in and --expires-at, then keys list shows each one's scopes, expiry and status, aligned, and --json the same", async (t) => {
-    const db = database(t);
+    const db = await database(t);
     const before = Date.now();
     const run = (args: string[]) => runCli(['keys', 'create', ...args], { DATABASE_URL: db.url });
     const storefront = await run(['--name', 'storefront', '--scopes', 'pets:read,orders:write,orders:read']);
     assert.equal(storefront.code, 0, storefront.stderr);
     assert.match(
       storefront.stderr,
-      /^created key_\w+ \(storefront; pets:read,orders:read,orders:write\); the key is shown only this once:\n$/,
+      new RegExp(
+        `^database: ${db.path}\ncreated key_\\w+ \\(storefront; pets:read,orders:read,orders:write\\); the key is shown only this once:\n$`,
+      ),
     );
     const partner = await run(['--name', 'partner', '--scopes', 'pets:read', '--expires-in', '90d']);
     assert.equal(partner.code, 0, partner.stderr);
@@ -485,7 +503,7 @@ describe('petstore keys', { concurrency: 4 }, () => {
     ],
   ] as const) {
     test(`when keys create is given ${args.join(' ')}, then one line on stderr, a non-zero exit and no key stored`, async (t) => {
-      const db = database(t);
+      const db = await database(t);
       const line = oneLineFailure(
         await runCli(['keys', 'create', '--name', 'bad', ...args], { DATABASE_URL: db.url }),
       );
@@ -496,21 +514,21 @@ describe('petstore keys', { concurrency: 4 }, () => {
   }
 
   test('when keys revoke is given an unknown id, then it prints one clear line on stderr and exits non-zero', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     await createKey(db, 'ci');
     const result = await runCli(['keys', 'revoke', 'key_doesnotexist'], { DATABASE_URL: db.url });
-    const line = oneLineFailure(result);
+    const line = failureAfterOpening(result, db);
     assert.match(line, /key_doesnotexist/);
     assert.doesNotMatch(line, /\bat \S+:\d+/);
     assert.equal((await listKeys(db))[0]?.revokedAt, null);
   });
 
   test('when a revoked key is revoked again, then it prints one line on stderr and exits non-zero', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     await createKey(db, 'ci');
     const id = (await listKeys(db))[0]?.id as string;
     assert.equal((await runCli(['keys', 'revoke', id], { DATABASE_URL: db.url })).code, 0);
-    const line = oneLineFailure(await runCli(['keys', 'revoke', id], { DATABASE_URL: db.url }));
+    const line = failureAfterOpening(await runCli(['keys', 'revoke', id], { DATABASE_URL: db.url }), db);
     assert.match(line, new RegExp(id));
   });
 });
@@ -519,7 +537,7 @@ describe('petstore migrate', { concurrency: 4 }, () => {
   const latest = SQLITE_MIGRATIONS.length;
 
   test('when migrate runs on a new database, then it says it created the schema, where, exits 0 and the database is ready', async (t) => {
-    const db = database(t);
+    const db = newDatabase(t);
     const result = await runCli(['migrate'], { DATABASE_URL: db.url });
     assert.equal(result.code, 0, result.stderr);
     assert.equal(result.stderr, `created the database schema (version ${latest}): ${db.path}\n`);
@@ -529,7 +547,7 @@ describe('petstore migrate', { concurrency: 4 }, () => {
   });
 
   test('when migrate runs again, then it exits 0 and keeps the data', async (t) => {
-    const db = database(t);
+    const db = newDatabase(t);
     assert.equal((await runCli(['migrate'], { DATABASE_URL: db.url })).code, 0);
     const secret = await createKey(db, 'ci');
     const again = await runCli(['migrate'], { DATABASE_URL: db.url });
@@ -543,7 +561,7 @@ describe('petstore migrate', { concurrency: 4 }, () => {
   });
 
   test('when migrate runs on a database an older version left, then it says from which version to which', async (t) => {
-    const db = database(t);
+    const db = newDatabase(t);
     const old = new BetterSqlite3(db.path);
     old.exec(SQLITE_MIGRATIONS[0] as string);
     old.pragma('user_version = 1');
@@ -562,7 +580,7 @@ describe('configuration errors', { concurrency: 4 }, () => {
     ['LOG_LEVEL', 'loud'],
   ] as const) {
     test(`when ${variable}=${value}, then serve exits non-zero with one line naming ${variable}`, async (t) => {
-      const db = database(t);
+      const db = newDatabase(t);
       const result = await runCli(['serve'], { DATABASE_URL: db.url, PORT: '0', [variable]: value });
       const line = oneLineFailure(result);
       assert.ok(line.includes(variable), line);
@@ -570,7 +588,7 @@ describe('configuration errors', { concurrency: 4 }, () => {
   }
 
   test('when several values are bad, then one line says what a valid value of each looks like, without the values', async (t) => {
-    const db = database(t);
+    const db = newDatabase(t);
     const result = await runCli(['serve'], {
       PORT: 'abc',
       DATABASE_URL: 'mysql://admin:hunter2@db',
@@ -602,7 +620,7 @@ describe('configuration errors', { concurrency: 4 }, () => {
 
 describe('petstore serve', { concurrency: 4 }, () => {
   test('when it first starts on a database without keys, then it prints a new key once to stderr with a curl line that works', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     const server = await serve(t, { DATABASE_URL: db.url });
     const curl = await server.waitFor('the first key on stderr', () => {
       const match = /^ +curl -H "Authorization: Bearer (pst_[A-Za-z0-9_-]+)" (\S+)$/m.exec(server.stderr);
@@ -631,7 +649,7 @@ describe('petstore serve', { concurrency: 4 }, () => {
   });
 
   test('when it starts, then its first log line says which version runs, on which Node.js', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     const server = await serve(t, { DATABASE_URL: db.url, PETSTORE_API_KEYS: ENV_KEY });
     const first = jsonLines(server.stdout)[0];
     assert.equal(first?.msg, `petstore ${PACKAGE_VERSION} on Node.js ${process.version}`);
@@ -654,7 +672,7 @@ describe('petstore serve', { concurrency: 4 }, () => {
   });
 
   test('when LOG_FORMAT is pretty, then stdout has readable lines with the time, not JSON', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     // A port of its own: the harness cannot read the address from a pretty log, so it waits on /healthz.
     const port = await freePort();
     const server = await startServe({
@@ -685,7 +703,7 @@ describe('petstore serve', { concurrency: 4 }, () => {
   });
 
   test('when it starts again on the same database, then it prints no key', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     const first = await serve(t, { DATABASE_URL: db.url });
     const key = await first.waitFor(
       'the first key',
@@ -705,7 +723,7 @@ describe('petstore serve', { concurrency: 4 }, () => {
   });
 
   test('when PETSTORE_API_KEYS is set on a fresh database, then no key is created or printed', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     const server = await serve(t, { DATABASE_URL: db.url, PETSTORE_API_KEYS: ENV_KEY });
     assert.equal((await getPets(server.url, ENV_KEY)).status, 200);
     server.signal('SIGTERM');
@@ -716,7 +734,7 @@ describe('petstore serve', { concurrency: 4 }, () => {
   });
 
   test('when a key made with keys create --scopes pets:read is used, then writes get 403 insufficient_scope, and keys list shows its last use once the server stops', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     const created = await runCli(['keys', 'create', '--name', 'reader', '--scopes', 'pets:read'], {
       DATABASE_URL: db.url,
     });
@@ -755,7 +773,7 @@ describe('petstore serve', { concurrency: 4 }, () => {
   });
 
   test('when a key made with keys create is revoked by another process, then the running server refuses it at once', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     const revokedKey = await createKey(db, 'to-revoke');
     const keptKey = await createKey(db, 'kept');
     const server = await serve(t, { DATABASE_URL: db.url });
@@ -778,7 +796,7 @@ describe('petstore serve', { concurrency: 4 }, () => {
   });
 
   test('when SIGTERM arrives during a request, then the request is answered, new connections are refused, it exits 0 and the data is kept', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     const server = await serve(t, { DATABASE_URL: db.url, PETSTORE_API_KEYS: ENV_KEY });
     const before = await createPet(server.url, ENV_KEY, 'Before', 1);
     assert.equal(before.status, 201);
@@ -821,7 +839,7 @@ describe('petstore serve', { concurrency: 4 }, () => {
   });
 
   test('when SIGTERM arrives during a request on a keep-alive connection, then the answer closes the connection and the process exits 0', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     const server = await serve(t, { DATABASE_URL: db.url, PETSTORE_API_KEYS: ENV_KEY });
     const inFlight = await beginCreatePet(t, server, { name: 'Kept alive', categoryId: 3 }, 'keep-alive');
     server.signal('SIGTERM');
@@ -846,7 +864,7 @@ describe('petstore serve', { concurrency: 4 }, () => {
   });
 
   test('when a request arrives on an open connection while the server drains, then the answer in flight says Connection: close and the one behind it is left unanswered, for the client to send again', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     const server = await serve(t, { DATABASE_URL: db.url, PETSTORE_API_KEYS: ENV_KEY });
     const inFlight = await beginCreatePet(t, server, { name: 'First', categoryId: 5 }, 'keep-alive');
     server.signal('SIGTERM');
@@ -869,7 +887,7 @@ describe('petstore serve', { concurrency: 4 }, () => {
   });
 
   test('when SIGINT arrives, then the server shuts down and exits 0', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     const server = await serve(t, { DATABASE_URL: db.url, PETSTORE_API_KEYS: ENV_KEY });
     assert.equal((await fetch(`${server.url}/healthz`)).status, 200);
     server.signal('SIGINT');
@@ -884,7 +902,7 @@ describe('petstore serve', { concurrency: 4 }, () => {
   });
 
   test('when requests are made, then stdout has one JSON request line each and no key or Authorization value anywhere', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     const createdKey = await createKey(db, 'logs');
     const wrongKey = `pst_${randomBytes(32).toString('base64url')}`;
     const server = await serve(t, { DATABASE_URL: db.url, PETSTORE_API_KEYS: ENV_KEY });
@@ -936,7 +954,7 @@ describe('petstore serve', { concurrency: 4 }, () => {
     assert.doesNotMatch(result.stderr, /bearer/i);
   });
   test('when LOG_REQUESTS is false, then answered requests write no request line', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     const server = await serve(t, {
       DATABASE_URL: db.url,
       PETSTORE_API_KEYS: ENV_KEY,
@@ -963,7 +981,7 @@ describe('petstore serve', { concurrency: 4 }, () => {
 
 describe('durability', () => {
   test('when the server is killed with SIGKILL right after its 201s, then every pet answered 201 is there after a restart', async (t) => {
-    const db = database(t);
+    const db = await database(t);
     const env = { DATABASE_URL: db.url, PETSTORE_API_KEYS: ENV_KEY };
     const server = await serve(t, env);
 

@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { PET_STATUSES } from '../../src/domain/pet.js';
 import { openStorage } from '../../src/storage/open-storage.js';
-import { killAllCliProcesses, runCli, type TempDatabase, tempDatabase } from '../support/cli.js';
+import {
+  killAllCliProcesses,
+  migratedTempDatabase,
+  runCli,
+  type TempDatabase,
+  tempDatabase,
+} from '../support/cli.js';
 
 describe('petstore seed', { concurrency: 4 }, () => {
   const databases: TempDatabase[] = [];
@@ -12,7 +18,7 @@ describe('petstore seed', { concurrency: 4 }, () => {
   });
 
   test('when seed --count 2500 --orders 0 runs, then 2500 plausible animals and no orders are added in batches with plain progress lines', async () => {
-    const database = tempDatabase();
+    const database = await migratedTempDatabase();
     databases.push(database);
     const result = await runCli(['seed', '--count', '2500', '--batch-size', '1000', '--orders', '0'], {
       DATABASE_URL: database.url,
@@ -46,7 +52,7 @@ describe('petstore seed', { concurrency: 4 }, () => {
   });
 
   test('when seed runs with order shares, then that share of the animals is ordered, orders are placed, delivered and cancelled as asked, and each ordered animal has the status its order implies', async () => {
-    const database = tempDatabase();
+    const database = await migratedTempDatabase();
     databases.push(database);
     const result = await runCli(
       [

@@ -10,7 +10,7 @@ import {
   type PetstoreClientOptions,
   PetstoreError,
   PetstoreNetworkError,
-} from '../../src/client/index.js';
+} from '../../packages/client/src/index.js';
 import { newApiKey } from '../../src/domain/api-keys.js';
 import { after, backends, before, describe, sqlite, test } from '../support/backends.js';
 import { freePort } from '../support/free-port.js';
@@ -293,7 +293,7 @@ describe('typed client: idempotency, retries, timeouts, network failures', () =>
     assert.deepEqual(statuses, [429, 429, 429, 429]);
   });
 
-  test('when a 503 comes back, then reads and keyed creates are retried, a create without a key is not', async (t) => {
+  test('when a 503 comes back, then reads and creates are retried, a create given no key with one the client made up; with retries off, a create is sent once and without a key', async (t) => {
     // The database goes away under the running service: every operation is a real 503.
     const away = await startTestServer({ backend: sqlite });
     await away.storage.close();
@@ -301,12 +301,25 @@ describe('typed client: idempotency, retries, timeouts, network failures', () =>
       await away.app.close();
       await away.database.drop();
     });
-    const tries = async (call: (client: PetstoreClient) => Promise<unknown>) => {
+    /** The Idempotency-Key of every try of the last call (null: none). */
+    let keysSent: (string | null)[] = [];
+    const tries = async (
+      call: (client: PetstoreClient) => Promise<unknown>,
+      options: Partial<PetstoreClientOptions> = {},
+    ) => {
       const statuses: number[] = [];
+      keysSent = [];
+      const answer = realAnswersAtOnce(away, statuses);
       const client = new PetstoreClient({
         baseUrl: `${away.url}/v1`,
         apiKey: TEST_KEY,
-        fetch: realAnswersAtOnce(away, statuses),
+        fetch: (input, init) => {
+          keysSent.push(
+            (input instanceof Request ? input.headers : new Headers(init?.headers)).get('idempotency-key'),
+          );
+          return answer(input, init);
+        },
+        ...options,
       });
       await assert.rejects(call(client), isRefusal(503));
       assert.ok(
@@ -321,15 +334,26 @@ describe('typed client: idempotency, retries, timeouts, network failures', () =>
       await tries((client) => client.createPet({ name: 'Rex', categoryId: 1 }, { idempotencyKey: 'k-1' })),
       3,
     );
-    // Without a key a second try might store a second pet: the 503 is given back as it is.
-    assert.equal(await tries((client) => client.createPet({ name: 'Rex', categoryId: 1 })), 1);
+    assert.deepEqual(keysSent, ['k-1', 'k-1', 'k-1']);
+    // Without a key of its own the client makes one up, the same on every try: a retry cannot store twice.
+    assert.equal(await tries((client) => client.createPet({ name: 'Rex', categoryId: 1 })), 3);
+    assert.match(keysSent[0] ?? '', /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    assert.deepEqual(keysSent, [keysSent[0], keysSent[0], keysSent[0]]);
+    // With retries off, nothing is made up and nothing is sent again.
+    assert.equal(
+      await tries((client) => client.createPet({ name: 'Rex', categoryId: 1 }), { retry: false }),
+      1,
+    );
+    assert.deepEqual(keysSent, [null]);
     // The Store: reads, keyed orders, and deliveries and cancellations (asked again, they change nothing).
     assert.equal(await tries((client) => client.listOrders()), 3);
     assert.equal(await tries((client) => client.getOrder(1n)), 3);
     assert.equal(await tries((client) => client.placeOrder({ petId: 1 }, { idempotencyKey: 'k-2' })), 3);
     assert.equal(await tries((client) => client.deliverOrder(1n)), 3);
     assert.equal(await tries((client) => client.cancelOrder(1n)), 3);
-    assert.equal(await tries((client) => client.placeOrder({ petId: 1 })), 1);
+    assert.equal(await tries((client) => client.placeOrder({ petId: 1 })), 3);
+    assert.equal(await tries((client) => client.placeOrder({ petId: 1 }), { retry: false }), 1);
+    assert.deepEqual(keysSent, [null]);
   });
 
   test('when the service does not answer in time, then the call fails with a PetstoreNetworkError timeout', async (t) => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { nextLinkTarget } from '../../src/client/link.js';
+import { nextLinkTarget } from '../../packages/client/src/link.js';
 
 test('when a Link header has a next link, then its target is found however the rel is written', () => {
   for (const [header, target] of [

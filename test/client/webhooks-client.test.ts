@@ -5,7 +5,7 @@ import {
   PetstoreError,
   verifyWebhook,
   WebhookVerificationError,
-} from '../../src/client/index.js';
+} from '../../packages/client/src/index.js';
 import { after, backends, before, test } from '../support/backends.js';
 import { startTestServer, TEST_KEY, type TestServer } from '../support/test-server.js';
 import { WebhookReceiver } from '../support/webhook-receiver.js';

@@ -187,7 +187,22 @@ describe('CursorCodec', () => {
     });
   });
 
-  test('when a cursor is refused, then the message says why: not valid, or issued for other filters, named per list', () => {
+  test('when a cursor is issued for selected ids, then it is good for the same set however spelt, and refused for another set or none', () => {
+    const position = codec.decode(codec.encode({ afterId: 3n, ids: [5n, 3n, 9n] }), {
+      ids: [9n, 3n, 5n, 5n],
+    });
+    assert.equal(position.afterId, 3n);
+    for (const other of [{ ids: [3n, 5n] }, { ids: [3n, 5n, 9n, 10n] }, {}]) {
+      assert.throws(() => codec.decode(codec.encode({ afterId: 3n, ids: [5n, 3n, 9n] }), other), {
+        message: 'cursor does not belong to these filters',
+      });
+    }
+    assert.throws(() => codec.decode(codec.encode({ afterId: 3n }), { ids: [3n] }), {
+      message: 'cursor does not belong to these filters',
+    });
+  });
+
+  test('when a cursor is refused, then the message says why: not valid, or issued for other filters', () => {
     const orders = new CursorCodec(SECRET, 'orders');
     assert.throws(() => codec.decode('abc', {}), {
       name: 'InvalidCursorError',
@@ -197,7 +212,7 @@ describe('CursorCodec', () => {
       message: 'cursor is not valid',
     });
     assert.throws(() => codec.decode(codec.encode({ afterId: 1n, status: 'sold' }), {}), {
-      message: 'cursor does not belong to this status filter',
+      message: 'cursor does not belong to these filters',
     });
     assert.throws(() => orders.decode(orders.encode({ afterId: 1n, petId: 2n }), {}), {
       message: 'cursor does not belong to these filters',

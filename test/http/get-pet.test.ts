@@ -20,7 +20,7 @@ const SUNSET_INSTANT = Date.parse('2030-12-05T00:00:00Z');
 const DOCS_LINK = '</docs#/pets/listPets>; rel="deprecation"; type="text/html"';
 const ABSOLUTE_DOCS_LINK =
   '<https://api.example.com/docs#/pets/listPets>; rel="deprecation"; type="text/html"';
-const GONE_MESSAGE = `getPet was removed on ${SUNSET}; use GET /v1/pets`;
+const GONE_MESSAGE = `getPet was removed on ${SUNSET}; use GET /v1/pets?id=<petId>`;
 const NOT_FOUND_MESSAGE = 'no animal has this id';
 /** A clock well before the sunset, whatever the real date is when the tests run. */
 const BEFORE_SUNSET = new Date('2027-01-01T00:00:00Z');

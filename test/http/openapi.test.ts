@@ -188,17 +188,22 @@ for (const backend of backends) {
     });
 
     for (const [id, method, path, codes] of [
-      ['listPets', 'get', '/pets', ['200', '400', '401', '403', '429', '503']],
+      ['listPets', 'get', '/pets', ['200', '304', '400', '401', '403', '429', '503']],
       ['createPet', 'post', '/pets', ['201', '400', '401', '403', '413', '415', '422', '429', '503']],
-      ['getPet', 'get', '/pets/{petId}', ['200', '400', '401', '403', '404', '410', '429', '503']],
-      ['listOrders', 'get', '/store/orders', ['200', '400', '401', '403', '429', '503']],
+      ['getPet', 'get', '/pets/{petId}', ['200', '304', '400', '401', '403', '404', '410', '429', '503']],
+      ['listOrders', 'get', '/store/orders', ['200', '304', '400', '401', '403', '429', '503']],
       [
         'placeOrder',
         'post',
         '/store/orders',
         ['201', '400', '401', '403', '409', '413', '415', '422', '429', '503'],
       ],
-      ['getOrder', 'get', '/store/orders/{orderId}', ['200', '400', '401', '403', '404', '429', '503']],
+      [
+        'getOrder',
+        'get',
+        '/store/orders/{orderId}',
+        ['200', '304', '400', '401', '403', '404', '429', '503'],
+      ],
       [
         'deliverOrder',
         'post',
@@ -267,7 +272,9 @@ for (const backend of backends) {
       for (const code of ['200', '404', '410']) {
         assert.deepEqual(
           Object.keys(getPet.responses[code]?.headers ?? {}).sort(),
-          ['Deprecation', 'Link', 'Sunset'],
+          code === '200'
+            ? ['Cache-Control', 'Deprecation', 'ETag', 'Link', 'Sunset']
+            : ['Deprecation', 'Link', 'Sunset'],
           `getPet ${code} headers`,
         );
       }
@@ -283,6 +290,29 @@ for (const backend of backends) {
       assert.equal(limit.schema.minimum, 1);
       assert.equal(limit.schema.maximum, 100);
       assert.equal(limit.schema.default, 20);
+    });
+
+    test('when the id parameter of listPets and listOrders is read, then it is an optional repeated query list of 1 to 100 int64 ids of at least 1, and getPet names GET /v1/pets?id= as its replacement', () => {
+      for (const list of ['listPets', 'listOrders']) {
+        const id = (operation(doc, list).operation.parameters ?? []).find((p) => p.name === 'id');
+        assert.ok(id, list);
+        assert.equal(id.in, 'query');
+        assert.notEqual(id.required, true);
+        assert.equal(id.schema.type, 'array');
+        assert.equal(id.schema.minItems, 1);
+        assert.equal(id.schema.maxItems, 100);
+        assert.deepEqual(
+          { ...(id.schema.items as Json), description: undefined },
+          { type: 'integer', format: 'int64', minimum: 1, description: undefined },
+        );
+        assert.match(String(id.description), /repeat the parameter \(`\?id=3&id=17`\), up to 100 times/);
+      }
+      const getPet = operation(doc, 'getPet').operation;
+      assert.match(String(getPet.description), /^Deprecated: use `GET \/v1\/pets\?id=…`/);
+      assert.match(
+        String((getPet.responses['200']?.headers?.Link as Json | undefined)?.description),
+        /the replacement, `GET \/v1\/pets\?id=…`/,
+      );
     });
 
     test('when the status parameter is read, then it is an optional query PetStatus', () => {
@@ -367,7 +397,9 @@ for (const backend of backends) {
           ['limit', 'query', false],
           ['status', 'query', false],
           ['petId', 'query', false],
+          ['id', 'query', false],
           ['cursor', 'query', false],
+          ['if-none-match', 'header', false],
         ],
       );
       for (const id of ['getOrder', 'deliverOrder', 'cancelOrder']) {

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { openStorage } from '../../src/storage/open-storage.js';
 import type { CliResult } from '../../support/service-process.js';
 
 export {
@@ -29,6 +30,17 @@ export function tempDatabase(): TempDatabase {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-cli-'));
   const path = join(dir, 'p.db');
   return { dir, path, url: `sqlite:${path}`, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/**
+ * A temporary SQLite database with its schema in place, as `petstore migrate` leaves it: the commands
+ * other than `serve` and `migrate` refuse a database file that does not exist.
+ */
+export async function migratedTempDatabase(): Promise<TempDatabase> {
+  const db = tempDatabase();
+  const storage = await openStorage({ databaseUrl: db.url, databasePoolSize: 1, databaseTimeoutMs: 5_000 });
+  await storage.close();
+  return db;
 }
 
 /** Asserts a failed run: non-zero exit, nothing on stdout, exactly one line on stderr; returns the line. */

@@ -1,5 +1,4 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { preValidationHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import type { EventFeed } from '../../domain/event-feed.js';
@@ -10,7 +9,7 @@ import { type Links, linkHeader } from '../links.js';
 import { ref } from '../schemas/common.js';
 import { Event, EventIdParams, Events, ListEventsQuery } from '../schemas/event.js';
 import { errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
-import { sendJson } from './route-helpers.js';
+import { repeatable, sendJson } from './route-helpers.js';
 
 export interface EventRoutesOptions {
   feed: EventFeed;
@@ -20,19 +19,12 @@ export interface EventRoutesOptions {
 const TAGS = ['events'];
 const NOT_FOUND = 'no event has this id';
 
-/** `type` once is a string to the query parser, repeated an array: always an array to the schema. */
-const typesAsList: preValidationHookHandler = (request, _reply, done) => {
-  const query = request.query as { type?: unknown };
-  if (typeof query.type === 'string') query.type = [query.type];
-  done();
-};
-
 const routes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { feed, links }) => {
   app.get(
     '/events',
     {
       config: { scope: 'events:read' },
-      preValidation: typesAsList,
+      preValidation: repeatable('type'),
       schema: {
         operationId: 'listEvents',
         summary: 'List events',

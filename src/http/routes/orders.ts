@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import { IdempotencyKeyReusedError } from '../../domain/errors.js';
-import { DEFAULT_PAGE_SIZE } from '../../domain/paging.js';
+import { DEFAULT_PAGE_SIZE, idSet } from '../../domain/paging.js';
 import type { StoreOrders } from '../../domain/store-orders.js';
 import { ContentEncodingHeader } from '../content-coding.js';
 import { ApiError } from '../errors.js';
@@ -11,7 +11,7 @@ import { type Links, linkHeader } from '../links.js';
 import { ref } from '../schemas/common.js';
 import { ListOrdersQuery, NewOrder, Order, OrderIdParams, Orders } from '../schemas/order.js';
 import { BODY_ERRORS, errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
-import { noBody } from './route-helpers.js';
+import { noBody, repeatable } from './route-helpers.js';
 
 export interface OrderRoutesOptions {
   orders: StoreOrders;
@@ -34,12 +34,14 @@ const routes: FastifyPluginAsyncTypebox<OrderRoutesOptions> = async (app, { orde
     '/store/orders',
     {
       config: { scope: 'orders:read' },
+      preValidation: repeatable('id'),
       schema: {
         operationId: 'listOrders',
         summary: 'List orders',
         description:
-          'Orders in ascending `id` order, at most `limit` of them, optionally only those with a `status` or for ' +
-          'one animal (`petId`). Paged exactly as listPets: while more may exist the response carries ' +
+          'Orders in ascending `id` order, at most `limit` of them, optionally only those with a `status`, for ' +
+          'one animal (`petId`) or with some ids (`?id=3&id=17`, up to 100; ids that do not exist are simply ' +
+          'absent). Paged exactly as listPets: while more may exist the response carries ' +
           '`Link: <…>; rel="next"`; the cursor in it is good only with the same filters. The body is a bare array.',
         tags: TAGS,
         querystring: ListOrdersQuery,
@@ -49,17 +51,26 @@ const routes: FastifyPluginAsyncTypebox<OrderRoutesOptions> = async (app, { orde
               description: '`<…/v1/store/orders?…&cursor=…>; rel="next"` while more orders may exist.',
             }),
           }),
-          400: invalid('Invalid `limit`, `status`, `petId` or `cursor`', 'petId must be an integer'),
+          400: invalid(
+            'Invalid `limit`, `status`, `petId`, `id` or `cursor`; more than 100 `id`s',
+            'petId must be an integer',
+          ),
           default: otherErrors('GET, HEAD, POST'),
         },
       },
     },
     async (request, reply) => {
       // Ajv fills in the default; the fallback only satisfies the type.
-      const { limit = DEFAULT_PAGE_SIZE, status, petId, cursor } = request.query;
-      const page = await orders.list({ limit, status, petId, cursor });
+      const { limit = DEFAULT_PAGE_SIZE, status, petId, id: ids, cursor } = request.query;
+      const page = await orders.list({ limit, status, petId, ids, cursor });
       if (page.nextCursor)
-        reply.header('Link', linkHeader(links.ordersPage(limit, { status, petId }, page.nextCursor), 'next'));
+        reply.header(
+          'Link',
+          linkHeader(
+            links.ordersPage(limit, { status, petId, ids: ids && idSet(ids) }, page.nextCursor),
+            'next',
+          ),
+        );
       return page.orders;
     },
   );

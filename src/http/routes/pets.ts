@@ -3,7 +3,7 @@ import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import { GET_PET_DEPRECATED_AT, GET_PET_SUNSET, isRetired } from '../../domain/deprecation.js';
 import { IdempotencyKeyReusedError } from '../../domain/errors.js';
-import { DEFAULT_PAGE_SIZE } from '../../domain/paging.js';
+import { DEFAULT_PAGE_SIZE, idSet } from '../../domain/paging.js';
 import type { PetCatalog } from '../../domain/pet-catalog.js';
 import { ContentEncodingHeader } from '../content-coding.js';
 import { ApiError } from '../errors.js';
@@ -12,7 +12,7 @@ import { type Links, linkHeader } from '../links.js';
 import { ref } from '../schemas/common.js';
 import { ListPetsQuery, NewPet, Pet, PetIdParams, Pets } from '../schemas/pet.js';
 import { BODY_ERRORS, errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
-import { sendJson } from './route-helpers.js';
+import { repeatable, sendJson } from './route-helpers.js';
 
 export interface PetRoutesOptions {
   catalog: PetCatalog;
@@ -28,7 +28,7 @@ export interface PetRoutesOptions {
 // RFC 9745 (Deprecation, a structured-field date) and RFC 8594 (Sunset, an HTTP-date).
 const DEPRECATION = `@${Math.floor(GET_PET_DEPRECATED_AT.getTime() / 1000)}`;
 const SUNSET = GET_PET_SUNSET.toUTCString();
-const GONE = `getPet was removed on ${SUNSET}; use GET /v1/pets`;
+const GONE = `getPet was removed on ${SUNSET}; use GET /v1/pets?id=<petId>`;
 const NOT_FOUND = 'no animal has this id';
 
 const routes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (app, { catalog, links, now }) => {
@@ -36,13 +36,16 @@ const routes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (app, { catalo
     '/pets',
     {
       config: { scope: 'pets:read' },
+      preValidation: repeatable('id'),
       schema: {
         operationId: 'listPets',
         summary: 'List animals',
         description:
-          'Animals in ascending `id` order, at most `limit` of them. While more may exist the response carries ' +
-          '`Link: <…>; rel="next"` (RFC 8288): follow it to walk every animal exactly once, even while others ' +
-          'are being added. The last page has no such link. The body is a bare array.',
+          'Animals in ascending `id` order, at most `limit` of them, optionally only those with a `status` or ' +
+          "only some ids (`?id=3&id=17`, up to 100: getPet's replacement; ids that do not exist are simply " +
+          'absent). While more may exist the response carries `Link: <…>; rel="next"` (RFC 8288): follow it to ' +
+          'walk every animal exactly once, even while others are being added; the cursor in it is good only ' +
+          'with the same filters. The last page has no such link. The body is a bare array.',
         tags: ['pets'],
         querystring: ListPetsQuery,
         response: {
@@ -51,17 +54,23 @@ const routes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (app, { catalo
               description: '`<…/v1/pets?…&cursor=…>; rel="next"` while more animals may exist.',
             }),
           }),
-          400: invalid('Invalid `limit`, `status` or `cursor`', 'limit must be at most 100'),
+          400: invalid(
+            'Invalid `limit`, `status`, `id` or `cursor`; more than 100 `id`s',
+            'limit must be at most 100',
+          ),
           default: otherErrors('GET, HEAD, POST'),
         },
       },
     },
     async (request, reply) => {
       // Ajv fills in the default; the fallback only satisfies the type.
-      const { limit = DEFAULT_PAGE_SIZE, status, cursor } = request.query;
-      const page = await catalog.listJson({ limit, status, cursor });
+      const { limit = DEFAULT_PAGE_SIZE, status, id: ids, cursor } = request.query;
+      const page = await catalog.listJson({ limit, status, ids, cursor });
       if (page.nextCursor)
-        reply.header('Link', linkHeader(links.petsPage(limit, status, page.nextCursor), 'next'));
+        reply.header(
+          'Link',
+          linkHeader(links.petsPage(limit, status, page.nextCursor, ids && idSet(ids)), 'next'),
+        );
       return sendJson(reply, page.json);
     },
   );
@@ -126,7 +135,7 @@ const routes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (app, { catalo
     }),
     Sunset: Type.String({ description: `RFC 8594: ${SUNSET}; from then on the operation answers 410.` }),
     Link: Type.String({
-      description: '`rel="deprecation"`: documentation of the replacement, GET /v1/pets.',
+      description: '`rel="deprecation"`: documentation of the replacement, `GET /v1/pets?id=…`.',
     }),
   };
 
@@ -138,7 +147,7 @@ const routes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (app, { catalo
         operationId: 'getPet',
         summary: 'Fetch one animal (deprecated)',
         description:
-          `Deprecated: use GET /v1/pets with the \`status\` filter. Removed on ${SUNSET}: from that instant ` +
+          `Deprecated: use \`GET /v1/pets?id=…\` (the \`id\` filter, up to 100 ids at once). Removed on ${SUNSET}: from that instant ` +
           'it answers `410 gone`. Every response carries `Deprecation`, `Sunset` and a `rel="deprecation"` `Link`.',
         tags: ['pets'],
         deprecated: true,

@@ -12,6 +12,18 @@ export function sendJson(reply: FastifyReply, json: string): FastifyReply {
   return reply.type(JSON_TYPE).send(json);
 }
 
+/**
+ * A query parameter that may be repeated (`?type=a&type=b`, `?id=3&id=17`) is a string to the query
+ * parser when given once and an array when repeated: always an array to the schema.
+ */
+export const repeatable =
+  (...names: string[]): preValidationHookHandler =>
+  (request, _reply, done) => {
+    const query = request.query as Record<string, unknown>;
+    for (const name of names) if (typeof query[name] === 'string') query[name] = [query[name]];
+    done();
+  };
+
 /** For operations that take no body (deliver, cancel, enable, rotate, retry): one sent is refused, not ignored. */
 export const noBody: preValidationHookHandler = (request, _reply, done) =>
   done(

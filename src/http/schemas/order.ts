@@ -4,7 +4,7 @@ import {
   type Order as OrderModel,
   type OrderStatus as OrderStatusValue,
 } from '../../domain/order.js';
-import { Cursor, Int64, Limit, ref } from './common.js';
+import { Cursor, Int64, Limit, ref, SelectedIds } from './common.js';
 
 /**
  * The Store's orders as docs/api.md states them ("The Store: orders"). Like the pets schemas, these
@@ -78,6 +78,7 @@ export const ListOrdersQuery = Type.Object(
       }),
     ),
     petId: Type.Optional(PetIdOfOrder('Only orders for this animal.')),
+    id: Type.Optional(SelectedIds('orders')),
     cursor: Type.Optional(Cursor()),
   },
   // As for listPets: an unknown parameter is refused, not ignored.

@@ -1,7 +1,7 @@
 import { type Static, Type } from 'typebox';
 import { PET_STATUSES, type Pet as PetModel, type PetStatus as PetStatusValue } from '../../domain/pet.js';
 import { PATTERN_MESSAGE } from '../validation.js';
-import { Cursor, Int64, Limit, ref } from './common.js';
+import { Cursor, Int64, Limit, ref, SelectedIds } from './common.js';
 
 /**
  * The pets resource as the contract states it. These schemas validate requests, type the handlers,
@@ -72,6 +72,7 @@ export const ListPetsQuery = Type.Object(
         description: 'Only animals with this status.',
       }),
     ),
+    id: Type.Optional(SelectedIds('animals')),
     cursor: Type.Optional(Cursor()),
   },
   // Like unknown body properties, an unknown parameter (a typo: `stauts`, `LIMIT`) is refused, not ignored.

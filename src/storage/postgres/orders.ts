@@ -123,11 +123,13 @@ type OrderWrite =
   | { kind: 'settle'; id: bigint; to: OrderSettlement; at: Date; cause: string | undefined };
 
 /** The page query for these filters: one named statement per combination. */
-function pageQuery({ afterId, status, petId, limit }: OrderListQuery): pg.QueryConfig<unknown[]> {
-  const filters: [string, unknown][] = [];
-  if (status !== undefined) filters.push(['status', status]);
-  if (petId !== undefined) filters.push(['pet_id', petId]);
-  const where = filters.map(([column], i) => `${column} = $${i + 1}`);
+function pageQuery({ afterId, status, petId, ids, limit }: OrderListQuery): pg.QueryConfig<unknown[]> {
+  const filters: [string, unknown, string][] = [];
+  // Selected ids as text: exact beyond 2^53.
+  if (ids !== undefined) filters.push(['id', ids.map(String), 'id = ANY($::int8[])']);
+  if (status !== undefined) filters.push(['status', status, 'status = $']);
+  if (petId !== undefined) filters.push(['pet_id', petId, 'pet_id = $']);
+  const where = filters.map(([, , condition], i) => condition.replace('$', `$${i + 1}`));
   const n = filters.length;
   return {
     name: `orders_page${filters.map(([column]) => `_${column}`).join('')}`,

@@ -37,6 +37,9 @@ function jsonPageSql(where: string, limit: string): string {
     FROM (SELECT id, ${PET_JSON} AS pet FROM pets WHERE ${where} ORDER BY id LIMIT ${limit}) AS page`;
 }
 
+/** Selected ids ($1, as text: exact beyond 2^53), an optional status ($2), the keyset position ($3). */
+const BY_IDS = 'id = ANY($1::int8[]) AND ($2::text IS NULL OR status = $2) AND id > $3';
+
 /** What a page written as JSON comes back as (int8 parsed to bigint by the pool). */
 interface JsonPageRow {
   json: string;
@@ -68,6 +71,27 @@ export const PET_READS = {
     name: 'pets_page_by_status',
     text: `SELECT ${PET_COLUMNS} FROM pets WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3`,
     values: [status, afterId, limit],
+  }),
+  /** Selected ids, with or without a status: each looked up through the primary key. */
+  pageByIds: (
+    ids: readonly bigint[],
+    status: string | undefined,
+    afterId: bigint,
+    limit: number,
+  ): pg.QueryConfig<[string[], string | null, bigint, number]> => ({
+    name: 'pets_page_by_ids',
+    text: `SELECT ${PET_COLUMNS} FROM pets WHERE ${BY_IDS} ORDER BY id LIMIT $4`,
+    values: [ids.map(String), status ?? null, afterId, limit],
+  }),
+  jsonPageByIds: (
+    ids: readonly bigint[],
+    status: string | undefined,
+    afterId: bigint,
+    limit: number,
+  ): pg.QueryConfig<[string[], string | null, bigint, number]> => ({
+    name: 'pets_page_by_ids_json',
+    text: jsonPageSql(BY_IDS, '$4'),
+    values: [ids.map(String), status ?? null, afterId, limit],
   }),
   jsonById: (id: bigint): pg.QueryConfig<[bigint]> => ({
     name: 'pet_json_by_id',
@@ -205,17 +229,25 @@ export class PostgresPetStore implements PetStore {
     return rows[0]?.json;
   }
 
-  async listJson({ status, afterId, limit }: PetListQuery): Promise<PetPageJson> {
+  async listJson({ status, ids, afterId, limit }: PetListQuery): Promise<PetPageJson> {
     const { rows } = await this.#pool.query<JsonPageRow>(
-      status ? PET_READS.jsonPageByStatus(status, afterId, limit) : PET_READS.jsonPage(afterId, limit),
+      ids
+        ? PET_READS.jsonPageByIds(ids, status, afterId, limit)
+        : status
+          ? PET_READS.jsonPageByStatus(status, afterId, limit)
+          : PET_READS.jsonPage(afterId, limit),
     );
     const { json, last_id: lastId, more } = rows[0] as JsonPageRow;
     return { json, lastIdIfMore: more && lastId !== null ? lastId : undefined };
   }
 
-  async list({ status, afterId, limit }: PetListQuery): Promise<Pet[]> {
+  async list({ status, ids, afterId, limit }: PetListQuery): Promise<Pet[]> {
     const { rows } = await this.#pool.query<PetRow>(
-      status ? PET_READS.pageByStatus(status, afterId, limit) : PET_READS.page(afterId, limit),
+      ids
+        ? PET_READS.pageByIds(ids, status, afterId, limit)
+        : status
+          ? PET_READS.pageByStatus(status, afterId, limit)
+          : PET_READS.page(afterId, limit),
     );
     return rows.map(toPet);
   }

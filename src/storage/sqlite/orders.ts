@@ -187,12 +187,21 @@ export class SqliteOrderStore implements OrderStore {
     limit: number,
     byStatus: boolean,
     byPet: boolean,
+    byIds: boolean,
   ): Database.Statement<unknown[], OrderTuple> {
-    const name = `${limit} ${byStatus} ${byPet}`;
+    const name = `${limit} ${byStatus} ${byPet} ${byIds}`;
     let statement = this.#pages.get(name);
     if (statement) return statement;
     if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`invalid page size: ${limit}`);
-    const where = [byStatus && 'status = ?', byPet && 'pet_id = ?', 'id > ?'].filter(Boolean).join(' AND ');
+    // Selected ids arrive as a JSON array, which json_each turns into exact int64 values.
+    const where = [
+      byIds && 'id IN (SELECT value FROM json_each(?))',
+      byStatus && 'status = ?',
+      byPet && 'pet_id = ?',
+      'id > ?',
+    ]
+      .filter(Boolean)
+      .join(' AND ');
     statement = this.#db
       .prepare<unknown[], OrderTuple>(
         `SELECT ${ORDER_COLUMNS} FROM orders WHERE ${where} ORDER BY id LIMIT ${limit}`,
@@ -203,9 +212,11 @@ export class SqliteOrderStore implements OrderStore {
     return statement;
   }
 
-  async list({ afterId, status, petId, limit }: OrderListQuery): Promise<Order[]> {
-    const page = this.#pageStatement(limit, status !== undefined, petId !== undefined);
-    const values = [status, petId, afterId].filter((value) => value !== undefined);
+  async list({ afterId, status, petId, ids, limit }: OrderListQuery): Promise<Order[]> {
+    const page = this.#pageStatement(limit, status !== undefined, petId !== undefined, ids !== undefined);
+    const values = [ids && `[${ids.join(',')}]`, status, petId, afterId].filter(
+      (value) => value !== undefined,
+    );
     return page.all(...values).map(toOrder);
   }
 

@@ -22,6 +22,20 @@ type PageByStatusStatement = Database.Statement<[PetStatus, bigint], PetTuple>;
 type JsonPageTuple = [string, bigint | null, bigint];
 type JsonPageStatement = Database.Statement<[{ afterId: bigint }], JsonPageTuple>;
 type JsonPageByStatusStatement = Database.Statement<[{ status: PetStatus; afterId: bigint }], JsonPageTuple>;
+/** Selected ids (a JSON array of their digits), with or without a status. */
+type ByIdsParameters = { ids: string; status: PetStatus | null; afterId: bigint };
+type ByIdsStatements = [
+  Database.Statement<[ByIdsParameters], PetTuple>,
+  Database.Statement<[ByIdsParameters], JsonPageTuple>,
+];
+
+/**
+ * Selected ids as SQLite reads them: a JSON array, which json_each turns into int64 values exactly
+ * (one statement whatever the number of ids), each looked up through the primary key.
+ */
+const BY_IDS =
+  'id IN (SELECT value FROM json_each(@ids)) AND (@status IS NULL OR status = @status) AND id > @afterId';
+const idsJson = (ids: readonly bigint[]) => `[${ids.join(',')}]`;
 
 /**
  * A pet as the JSON object the API sends: the Pet schema's properties in its order; int64 values as
@@ -55,6 +69,8 @@ export class SqlitePetStore implements PetStore {
   readonly #pages = new Map<number, [PageStatement, PageByStatusStatement]>();
   /** Statements of pages written as JSON, by LIMIT: [unfiltered, by status]. */
   readonly #jsonPages = new Map<number, [JsonPageStatement, JsonPageByStatusStatement]>();
+  /** Statements of pages of selected ids, by LIMIT: [rows, written as JSON]. */
+  readonly #idPages = new Map<number, ByIdsStatements>();
   /** Creates in one transaction; `record`: with their pet.created events (not when seeding). */
   readonly #createAll: Database.Transaction<
     (creations: readonly PetCreation[], record: boolean) => CreatedPet[]
@@ -162,6 +178,22 @@ export class SqlitePetStore implements PetStore {
     return statements;
   }
 
+  /** The statements of pages of selected ids for this page size, prepared on first use (as above). */
+  #byIdsStatements(limit: number): ByIdsStatements {
+    let statements = this.#idPages.get(limit);
+    if (statements) return statements;
+    if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`invalid page size: ${limit}`);
+    statements = [
+      this.#db
+        .prepare(`SELECT id, name, category_id, status FROM pets WHERE ${BY_IDS} ORDER BY id LIMIT ${limit}`)
+        .safeIntegers(true)
+        .raw(true) as ByIdsStatements[0],
+      this.#db.prepare(jsonPageSql(BY_IDS, limit)).safeIntegers(true).raw(true) as ByIdsStatements[1],
+    ];
+    this.#idPages.set(limit, statements);
+    return statements;
+  }
+
   async findById(id: bigint): Promise<Pet | undefined> {
     const row = this.#byId.get(id);
     return row && toPet(row);
@@ -171,17 +203,29 @@ export class SqlitePetStore implements PetStore {
     return this.#jsonById.get(id);
   }
 
-  async listJson({ afterId, status, limit }: PetListQuery): Promise<PetPageJson> {
+  async listJson({ afterId, status, ids, limit }: PetListQuery): Promise<PetPageJson> {
     const [page, pageByStatus] = this.#jsonPageStatements(limit);
     const [json, lastId, more] = (
-      status ? pageByStatus.get({ status, afterId }) : page.get({ afterId })
+      ids
+        ? this.#byIdsStatements(limit)[1].get({ ids: idsJson(ids), status: status ?? null, afterId })
+        : status
+          ? pageByStatus.get({ status, afterId })
+          : page.get({ afterId })
     ) as JsonPageTuple;
     return { json, lastIdIfMore: more === 1n && lastId !== null ? lastId : undefined };
   }
 
   async list(query: PetListQuery): Promise<Pet[]> {
     const [page, pageByStatus] = this.#pageStatements(query.limit);
-    const rows = query.status ? pageByStatus.all(query.status, query.afterId) : page.all(query.afterId);
+    const rows = query.ids
+      ? this.#byIdsStatements(query.limit)[0].all({
+          ids: idsJson(query.ids),
+          status: query.status ?? null,
+          afterId: query.afterId,
+        })
+      : query.status
+        ? pageByStatus.all(query.status, query.afterId)
+        : page.all(query.afterId);
     return rows.map(([id, name, categoryId, status]) => ({ id, name, categoryId, status }));
   }
 

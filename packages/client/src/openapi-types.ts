@@ -81,7 +81,7 @@ export interface paths {
         };
         /**
          * List animals
-         * @description Animals in ascending `id` order, at most `limit` of them. While more may exist the response carries `Link: <…>; rel="next"` (RFC 8288): follow it to walk every animal exactly once, even while others are being added. The last page has no such link. The body is a bare array.
+         * @description Animals in ascending `id` order, at most `limit` of them, optionally only those with a `status` or only some ids (`?id=3&id=17`, up to 100: getPet's replacement; ids that do not exist are simply absent). While more may exist the response carries `Link: <…>; rel="next"` (RFC 8288): follow it to walk every animal exactly once, even while others are being added; the cursor in it is good only with the same filters. The last page has no such link. The body is a bare array.
          *
          *     Needs an API key with the scope `pets:read`; without it, `403 forbidden`.
          */
@@ -110,7 +110,7 @@ export interface paths {
         /**
          * Fetch one animal (deprecated)
          * @deprecated
-         * @description Deprecated: use GET /v1/pets with the `status` filter. Removed on Thu, 05 Dec 2030 00:00:00 GMT: from that instant it answers `410 gone`. Every response carries `Deprecation`, `Sunset` and a `rel="deprecation"` `Link`.
+         * @description Deprecated: use `GET /v1/pets?id=…` (the `id` filter, up to 100 ids at once). Removed on Thu, 05 Dec 2030 00:00:00 GMT: from that instant it answers `410 gone`. Every response carries `Deprecation`, `Sunset` and a `rel="deprecation"` `Link`.
          *
          *     Needs an API key with the scope `pets:read`; without it, `403 forbidden`.
          */
@@ -132,7 +132,7 @@ export interface paths {
         };
         /**
          * List orders
-         * @description Orders in ascending `id` order, at most `limit` of them, optionally only those with a `status` or for one animal (`petId`). Paged exactly as listPets: while more may exist the response carries `Link: <…>; rel="next"`; the cursor in it is good only with the same filters. The body is a bare array.
+         * @description Orders in ascending `id` order, at most `limit` of them, optionally only those with a `status`, for one animal (`petId`) or with some ids (`?id=3&id=17`, up to 100; ids that do not exist are simply absent). Paged exactly as listPets: while more may exist the response carries `Link: <…>; rel="next"`; the cursor in it is good only with the same filters. The body is a bare array.
          *
          *     Needs an API key with the scope `orders:read`; without it, `403 forbidden`.
          */
@@ -1006,10 +1006,15 @@ export interface operations {
                 /** @description Maximum number of animals to return. */
                 limit?: number;
                 status?: components["schemas"]["PetStatus"];
+                /** @description Only the animals with these ids; repeat the parameter (`?id=3&id=17`), up to 100 times. The answer holds those that exist, ascending; an id that does not exist is simply absent (no 404). Combines with the other filters. Paged like any filter: at most `limit` per page (give `limit` as large as the number of ids to have them all in one answer), the rest behind `Link: rel="next"`, whose cursor is good only for the same ids. */
+                id?: (number | bigint)[];
                 /** @description Opaque position from a previous page's `Link: rel="next"`; follow that link rather than building it. */
                 cursor?: string;
             };
-            header?: never;
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -1020,6 +1025,10 @@ export interface operations {
                 headers: {
                     /** @description `<…/v1/pets?…&cursor=…>; rel="next"` while more animals may exist. */
                     Link?: string;
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1042,7 +1051,18 @@ export interface operations {
                     "application/json": components["schemas"]["Pet"][];
                 };
             };
-            /** @description Invalid `limit`, `status` or `cursor` (code: `invalid_request`) */
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid `limit`, `status`, `id` or `cursor`; more than 100 `id`s (code: `invalid_request`) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1332,7 +1352,10 @@ export interface operations {
     getPet: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
             path: {
                 /** @description Identifier of the animal to retrieve (1 to 2^63-1). */
                 petId: number | bigint;
@@ -1348,13 +1371,28 @@ export interface operations {
                     Deprecation?: string;
                     /** @description RFC 8594: Thu, 05 Dec 2030 00:00:00 GMT; from then on the operation answers 410. */
                     Sunset?: string;
-                    /** @description `rel="deprecation"`: documentation of the replacement, GET /v1/pets. */
+                    /** @description `rel="deprecation"`: documentation of the replacement, `GET /v1/pets?id=…`. */
                     Link?: string;
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Pet"];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description `petId` is not an integer from 1 to 2^63-1 (code: `invalid_request`) */
             400: {
@@ -1415,7 +1453,7 @@ export interface operations {
                     Deprecation?: string;
                     /** @description RFC 8594: Thu, 05 Dec 2030 00:00:00 GMT; from then on the operation answers 410. */
                     Sunset?: string;
-                    /** @description `rel="deprecation"`: documentation of the replacement, GET /v1/pets. */
+                    /** @description `rel="deprecation"`: documentation of the replacement, `GET /v1/pets?id=…`. */
                     Link?: string;
                     [name: string]: unknown;
                 };
@@ -1437,7 +1475,7 @@ export interface operations {
                     Deprecation?: string;
                     /** @description RFC 8594: Thu, 05 Dec 2030 00:00:00 GMT; from then on the operation answers 410. */
                     Sunset?: string;
-                    /** @description `rel="deprecation"`: documentation of the replacement, GET /v1/pets. */
+                    /** @description `rel="deprecation"`: documentation of the replacement, `GET /v1/pets?id=…`. */
                     Link?: string;
                     [name: string]: unknown;
                 };
@@ -1445,7 +1483,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "code": "gone",
-                     *       "message": "getPet was removed on Thu, 05 Dec 2030 00:00:00 GMT; use GET /v1/pets",
+                     *       "message": "getPet was removed on Thu, 05 Dec 2030 00:00:00 GMT; use GET /v1/pets?id=<petId>",
                      *       "status": 410
                      *     }
                      */
@@ -1511,10 +1549,15 @@ export interface operations {
                 status?: components["schemas"]["OrderStatus"];
                 /** @description Only orders for this animal. */
                 petId?: number | bigint;
+                /** @description Only the orders with these ids; repeat the parameter (`?id=3&id=17`), up to 100 times. The answer holds those that exist, ascending; an id that does not exist is simply absent (no 404). Combines with the other filters. Paged like any filter: at most `limit` per page (give `limit` as large as the number of ids to have them all in one answer), the rest behind `Link: rel="next"`, whose cursor is good only for the same ids. */
+                id?: (number | bigint)[];
                 /** @description Opaque position from a previous page's `Link: rel="next"`; follow that link rather than building it. */
                 cursor?: string;
             };
-            header?: never;
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -1525,6 +1568,10 @@ export interface operations {
                 headers: {
                     /** @description `<…/v1/store/orders?…&cursor=…>; rel="next"` while more orders may exist. */
                     Link?: string;
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1547,7 +1594,18 @@ export interface operations {
                     "application/json": components["schemas"]["Order"][];
                 };
             };
-            /** @description Invalid `limit`, `status`, `petId` or `cursor` (code: `invalid_request`) */
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid `limit`, `status`, `petId`, `id` or `cursor`; more than 100 `id`s (code: `invalid_request`) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1853,7 +1911,10 @@ export interface operations {
     getOrder: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
             path: {
                 /** @description Identifier of the order (1 to 2^63-1). */
                 orderId: number | bigint;
@@ -1865,11 +1926,26 @@ export interface operations {
             /** @description Order found */
             200: {
                 headers: {
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Order"];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description `orderId` is not an integer from 1 to 2^63-1 (code: `invalid_request`) */
             400: {
@@ -2312,7 +2388,10 @@ export interface operations {
                 /** @description Only events with a greater id: the id of the last event processed (0, the default, for all). */
                 after?: number | bigint;
             };
-            header?: never;
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -2323,6 +2402,10 @@ export interface operations {
                 headers: {
                     /** @description `<…/v1/events?limit=…&after=…>; rel="next"` while more events may exist. */
                     Link?: string;
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2354,6 +2437,17 @@ export interface operations {
                      */
                     "application/json": components["schemas"]["Event"][];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Invalid `limit`, `type` or `after` (code: `invalid_request`) */
             400: {
@@ -2461,7 +2555,10 @@ export interface operations {
     getEvent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
             path: {
                 /** @description Identifier of the event (1 to 2^63-1). */
                 eventId: number | bigint;
@@ -2473,11 +2570,26 @@ export interface operations {
             /** @description Event found */
             200: {
                 headers: {
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Event"];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description `eventId` is not an integer from 1 to 2^63-1 (code: `invalid_request`) */
             400: {
@@ -2606,7 +2718,10 @@ export interface operations {
                 /** @description Opaque position from a previous page's `Link: rel="next"`; follow that link rather than building it. */
                 cursor?: string;
             };
-            header?: never;
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -2617,6 +2732,10 @@ export interface operations {
                 headers: {
                     /** @description `<…/v1/webhook-endpoints?limit=…&cursor=…>; rel="next"` while more may exist. */
                     Link?: string;
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2637,6 +2756,17 @@ export interface operations {
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"][];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Invalid `limit` or `cursor` (code: `invalid_request`) */
             400: {
@@ -2908,7 +3038,10 @@ export interface operations {
     getWebhookEndpoint: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
             path: {
                 /** @description Identifier of the webhook endpoint (1 to 2^63-1). */
                 endpointId: number | bigint;
@@ -2920,11 +3053,26 @@ export interface operations {
             /** @description Endpoint found (without its secret) */
             200: {
                 headers: {
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["WebhookEndpoint"];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description `endpointId` is not an integer from 1 to 2^63-1 (code: `invalid_request`) */
             400: {
@@ -3472,7 +3620,10 @@ export interface operations {
                 /** @description Opaque position from a previous page's `Link: rel="next"`; follow that link rather than building it. */
                 cursor?: string;
             };
-            header?: never;
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
             path: {
                 /** @description Identifier of the webhook endpoint (1 to 2^63-1). */
                 endpointId: number | bigint;
@@ -3486,6 +3637,10 @@ export interface operations {
                 headers: {
                     /** @description `<…/deliveries?limit=…&cursor=…>; rel="next"` while more may exist. */
                     Link?: string;
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3504,6 +3659,17 @@ export interface operations {
                      */
                     "application/json": components["schemas"]["WebhookDelivery"][];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Invalid `endpointId`, `limit`, `status` or `cursor` (code: `invalid_request`) */
             400: {
