@@ -1,6 +1,6 @@
+import { Server } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { parse } from 'lossless-json';
-import { Agent, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
 import { type AppOptions, buildApp } from '../../src/app.js';
 import { type Config, loadConfig } from '../../src/config/config.js';
 import type { Storage } from '../../src/domain/storage.js';
@@ -68,14 +68,14 @@ export function testConfig(url: string, env: Record<string, string> = {}): Confi
 }
 
 /**
- * Closes the keep-alive connections fetch holds (once their requests are answered), as a client that
- * is done does. Otherwise closing a server would wait out its drain grace (DRAIN_GRACE_MS) for them:
- * a second for every server a test starts.
+ * Closes, at once, the connections the test left idle (fetch keeps them alive), as a client that is
+ * done would: otherwise closing the server waits out its drain grace (DRAIN_GRACE_MS) for them, a
+ * second for every server a test starts. Node's own closeIdleConnections does this; the service's
+ * server overrides it to drain instead, which is what the service must do and not what a finished
+ * test needs. Connections with a request in flight are left to the drain.
  */
-export async function closeClientConnections(): Promise<void> {
-  const used = getGlobalDispatcher();
-  setGlobalDispatcher(new Agent());
-  await used.close();
+function closeIdleConnections(app: FastifyInstance): void {
+  Server.prototype.closeIdleConnections.call(app.server);
 }
 
 /** Starts the real service on port 0 against a fresh database; every response is checked against its OpenAPI document. */
@@ -135,7 +135,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     contract,
     request,
     close: async () => {
-      await closeClientConnections();
+      closeIdleConnections(app);
       await app.close();
       await storage.close();
       if (!options.database) await database.drop();
