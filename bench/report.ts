@@ -41,6 +41,8 @@ export interface Run {
   generator?: string;
   /** The machine's 1-minute load average when the run started and when it ended. */
   loadAverage?: [number, number];
+  /** What else kept the machine busy on purpose (--neighbour), or absent for a run left alone. */
+  neighbour?: string;
   rows: Row[];
   /** PostgreSQL: the same SQL through the same driver and pool, without HTTP, in queries/s, by size. */
   bareQueries: Record<string, Record<string, number>>;
@@ -58,22 +60,29 @@ export function renderReport(run: Run): string {
       (run.generator ? ` Load generator: ${run.generator}.` : '') +
       (run.loadAverage
         ? ` Load average (1 min): ${fixed(run.loadAverage[0], 2)} at the start, ${fixed(run.loadAverage[1], 2)} at the end.`
-        : ''),
+        : '') +
+      (run.neighbour ? ` Neighbour: ${run.neighbour}.` : ''),
     '',
     `A ratio is struck out as not valid where the load generator used ${GENERATOR_SATURATED * 100}% or more of a core ` +
       '(for that target or for the reference it is compared with): the generator, not the target, was then the limit.',
+    '',
+    "**CPU × floor** is the target's server CPU per request over the Fastify floor's in the same scenario " +
+      "and run: what the target's own work costs beside the framework's, the figure a busy machine disturbs least.",
     '',
   ];
   const scenarios = [...new Set(run.rows.map((row) => row.scenario))];
   for (const scenario of scenarios) {
     lines.push(`### ${scenario}`, '');
     lines.push(
-      '| target | pets | req/s | × reference | p50 ms | p99 ms | non-2xx | peak RSS MiB | CPU µs/req | wrk CPU µs/req | wrk busy |',
+      '| target | pets | req/s | × reference | p50 ms | p99 ms | non-2xx | peak RSS MiB | CPU µs/req | CPU × floor | wrk CPU µs/req | wrk busy |',
     );
-    lines.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+    lines.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
     for (const row of run.rows.filter((r) => r.scenario === scenario)) {
       const reference = run.rows.find(
         (r) => r.scenario === scenario && r.size === row.size && r.backend === 'reference',
+      );
+      const floor = run.rows.find(
+        (r) => r.scenario === scenario && r.size === row.size && r.backend === 'floor',
       );
       const ratio = reference ? row.requestsPerSecond / reference.requestsPerSecond : Number.NaN;
       const valid = !saturated(row) && !saturated(reference);
@@ -82,7 +91,7 @@ export function renderReport(run: Run): string {
           ? '– | –'
           : `${fixed(row.generatorCpuMicrosPerRequest, 1)} | ${fixed((row.generatorBusy ?? 0) * 100, 0)}%${saturated(row) ? ' **saturated**' : ''}`;
       lines.push(
-        `| ${row.target} | ${row.backend === 'reference' || row.backend === 'floor' ? '–' : sizeLabel(row.size)} | ${Math.round(row.requestsPerSecond)} | ${valid ? fixed(ratio, 2) : `~~${fixed(ratio, 2)}~~ not valid`} | ${fixed(row.p50, 2)} | ${fixed(row.p99, 2)} | ${row.non2xx} | ${fixed(row.peakRssMiB, 0)} | ${fixed(row.cpuMicrosPerRequest, 0)} | ${generator} |`,
+        `| ${row.target} | ${row.backend === 'reference' || row.backend === 'floor' ? '–' : sizeLabel(row.size)} | ${Math.round(row.requestsPerSecond)} | ${valid ? fixed(ratio, 2) : `~~${fixed(ratio, 2)}~~ not valid`} | ${fixed(row.p50, 2)} | ${fixed(row.p99, 2)} | ${row.non2xx} | ${fixed(row.peakRssMiB, 0)} | ${fixed(row.cpuMicrosPerRequest, 0)} | ${floor ? fixed(row.cpuMicrosPerRequest / floor.cpuMicrosPerRequest, 2) : '–'} | ${generator} |`,
       );
     }
     lines.push('');

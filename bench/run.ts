@@ -1,7 +1,8 @@
 /**
  * The benchmark: `npm run bench [-- --quick] [--workers N] [--backends sqlite,postgres] [--sizes 10000,1000000]
  * [--seconds 10] [--connections 32] [--scenarios list,get,…] [--log-level info] [--env NAME=VALUE …]
- * [--stored-key] [--tracing off,100%,1%]`; `--tracing` runs the service once per mode, side by side:
+ * [--stored-key] [--tracing off,100%,1%] [--pin] [--neighbour]`; `--neighbour` keeps the last CPU busy (a
+ * busy loop) for the whole run; `--tracing` runs the service once per mode, side by side:
  * tracing off, on with every trace kept, on with 1% kept (spans exported over OTLP/HTTP to a sink in
  * this process that answers 200 at once); `--stored-key` sends a key made with `petstore keys create` (looked up, its expiry
  * checked and its use noted for `keys list`) instead of one from PETSTORE_API_KEYS (answered in memory);
@@ -50,6 +51,8 @@ const { values: args } = parseArgs({
     connections: { type: 'string', default: '32' },
     /** Pins wrk to the last CPU and each target to the others (taskset). */
     pin: { type: 'boolean', default: false },
+    /** Keeps the last CPU busy with a CPU-bound process for the whole run: a machine that is not quiet. */
+    neighbour: { type: 'boolean', default: false },
     scenarios: { type: 'string', default: SCENARIOS.join(',') },
     'log-level': { type: 'string' },
     env: { type: 'string', multiple: true, default: [] },
@@ -171,6 +174,19 @@ function stop(child: ChildProcess): Promise<void> {
     });
     child.kill('SIGTERM');
   });
+}
+
+/**
+ * --neighbour: a busy loop on the last CPU (the one wrk runs on with --pin), for the whole run, as a
+ * production machine is rarely quiet. Killed with the benchmark, whatever ends it.
+ */
+function startNeighbour(): ChildProcess {
+  const child = spawn('taskset', ['-c', GENERATOR_CPU, process.execPath, '-e', 'for (;;) {}'], {
+    stdio: 'ignore',
+  });
+  process.once('exit', () => child.kill('SIGKILL'));
+  log(`neighbour: a busy loop on CPU ${GENERATOR_CPU} (pid ${child.pid})`);
+  return child;
 }
 
 /** With --pin, moves a target (every thread of it and of its children) to TARGET_CPUS. */
@@ -436,6 +452,7 @@ async function main(): Promise<void> {
     });
     return { url: `http://127.0.0.1:${port}`, child };
   };
+  const neighbour = args.neighbour ? startNeighbour() : undefined;
   const reference = await startBaseline('bench/reference-server.ts');
   const floor = await startBaseline('bench/fastify-floor.ts');
   const rows: Row[] = [];
@@ -510,6 +527,7 @@ async function main(): Promise<void> {
     await stop(floor.child);
     receiver?.close();
     sink?.close();
+    if (neighbour) await stop(neighbour);
   }
 
   const machine = {
@@ -529,6 +547,9 @@ async function main(): Promise<void> {
     seconds,
     generator: `wrk, 1 thread${pin ? `, pinned to CPU ${GENERATOR_CPU} (targets on ${TARGET_CPUS})` : ''}`,
     loadAverage: [loadBefore, loadavg()[0] as number] as [number, number],
+    ...(neighbour
+      ? { neighbour: `a CPU-bound process (a busy loop) pinned to CPU ${GENERATOR_CPU}, the whole run` }
+      : {}),
     rows,
     bareQueries,
   };
