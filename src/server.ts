@@ -51,8 +51,11 @@ export async function startServer(
       await app?.close();
       await metrics?.close();
       await storage.close();
-      // The spans of the last requests and deliveries are exported before the process ends.
-      await tracing?.shutdown();
+      // The spans of the last requests and deliveries are exported before the process ends; a collector
+      // that is away loses them, with a warning, but does not fail the stop.
+      await tracing
+        ?.shutdown()
+        .catch((error: unknown) => app?.log.warn({ err: error }, 'traces: the last spans were not exported'));
     })();
     return closing;
   };

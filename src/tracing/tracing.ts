@@ -11,6 +11,12 @@ import { StorageSpans } from './storage-spans.js';
 /** The service's name in traces unless OTEL_SERVICE_NAME (or OTEL_RESOURCE_ATTRIBUTES) names it. */
 const SERVICE_NAME = 'animal-store';
 
+/**
+ * The longest a stop waits for the last spans to be exported: a collector that is away (the exporter
+ * retries until OTEL_EXPORTER_OTLP_TIMEOUT, 10 s by default) must neither hold up a shutdown nor fail it.
+ */
+export const SHUTDOWN_EXPORT_MS = 2_000;
+
 /** What the rest of the service uses of tracing, once it is on (tracing-wanted.ts). */
 export interface Tracing {
   /** The Fastify plugin that makes a server span of each request (server-spans.ts). */
@@ -18,7 +24,10 @@ export interface Tracing {
   tracer: Tracer;
   storage: StorageSpans;
   deliveries: DeliverySpans;
-  /** Exports what is left and stops (on close, so a clean stop loses no span). */
+  /**
+   * Exports what is left and stops (on close, so a clean stop loses no span); rejects when that failed
+   * or took longer than SHUTDOWN_EXPORT_MS, the spans then lost.
+   */
   shutdown(): Promise<void>;
 }
 
@@ -54,6 +63,19 @@ export function startTracing(database: 'sqlite' | 'postgresql'): Tracing {
     tracer,
     storage: new StorageSpans(tracer, database),
     deliveries: new DeliverySpans(tracer),
-    shutdown: () => provider.shutdown(),
+    shutdown: async () => {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`the last spans were not exported within ${SHUTDOWN_EXPORT_MS} ms`)),
+          SHUTDOWN_EXPORT_MS,
+        ).unref();
+      });
+      try {
+        await Promise.race([provider.shutdown(), late]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
   };
 }

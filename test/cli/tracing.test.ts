@@ -10,6 +10,7 @@ import {
   tempDatabase,
 } from '../support/cli.js';
 import { queryDatabase } from '../support/db-inspect.js';
+import { freePort } from '../support/free-port.js';
 import { OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 import { TEST_KEY } from '../support/test-server.js';
 import { WebhookReceiver } from '../support/webhook-receiver.js';
@@ -243,6 +244,23 @@ for (const backend of backends) {
       traceOf(missing);
     });
 
+    test('when a traceparent is malformed, then it is ignored: the request is answered and starts a trace of its own', async () => {
+      for (const traceparent of [
+        'garbage',
+        '00-00000000000000000000000000000000-00f067aa0ba902b7-01', // an all-zero trace id is invalid
+        `00-${'a'.repeat(32)}-${'b'.repeat(15)}-01`, // a span id one digit short
+      ]) {
+        const got = await call(serve.url, 'GET', '/v1/pets?limit=1', undefined, { traceparent });
+        assert.equal(got.status, 200, `${traceparent}: ${got.body}`);
+        const { traceId, spanId } = traceOf(got);
+        assert.ok(!traceparent.includes(traceId), `${traceparent} was continued`);
+        const server = await otlp.waitFor('the span of the list', (spans) =>
+          spans.find((span) => span.spanId === spanId),
+        );
+        assert.equal(server.parentSpanId, undefined, `${traceparent}: the span is a root`);
+      }
+    });
+
     test('when a create causes a webhook delivery, then the delivery is a client span linked to the create’s trace, and the receiver gets its traceparent', async () => {
       const endpoint = await call(serve.url, 'POST', '/v1/webhook-endpoints', { url: hooks.url('/traced') });
       assert.equal(endpoint.status, 201, endpoint.body);
@@ -306,6 +324,44 @@ for (const backend of backends) {
     });
   });
 }
+
+describe('a collector that is not there', () => {
+  test('when the OTLP endpoint refuses connections, then requests are answered as usual, and a stop loses the unexported spans with a warning and exits 0', async () => {
+    const database = tempDatabase();
+    try {
+      const serve = await startServe({
+        DATABASE_URL: database.url,
+        PETSTORE_API_KEYS: TEST_KEY,
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${await freePort()}`, // nothing listens there
+        OTEL_BSP_SCHEDULE_DELAY: '50',
+      });
+      try {
+        for (let i = 0; i < 5; i++) {
+          const created = await call(serve.url, 'POST', '/v1/pets', { name: `Untold ${i}`, categoryId: 1 });
+          assert.equal(created.status, 201, created.body);
+          traceOf(created);
+          await new Promise((resolve) => setTimeout(resolve, 60)); // let an export be attempted, and fail
+        }
+        const listed = await call(serve.url, 'GET', '/v1/pets');
+        assert.equal(listed.status, 200);
+        assert.deepEqual(
+          (JSON.parse(listed.body) as { name: string }[]).map((pet) => pet.name),
+          ['Untold 0', 'Untold 1', 'Untold 2', 'Untold 3', 'Untold 4'],
+        );
+        const { code } = await serve.stop();
+        assert.equal(code, 0, serve.output());
+        const warning = jsonLines(serve.stdout).find(
+          (line) => line.msg === 'traces: the last spans were not exported',
+        );
+        assert.equal(warning?.level, 40, serve.output());
+      } finally {
+        await serve.kill();
+      }
+    } finally {
+      database.remove();
+    }
+  });
+});
 
 describe('tracing off (no OTLP endpoint, OTEL_SDK_DISABLED, OTEL_TRACES_EXPORTER=none), and a request sampled out', () => {
   let database: TempDatabase;
