@@ -78,11 +78,16 @@ postgres.describe('a PostgreSQL that stalls, goes away and comes back', () => {
     const created = await server.request('POST', '/v1/pets', { body: NEW_PET });
     assert.equal(created.status, 201);
     const { id } = created.json<{ id: number }>();
+    const etag = (await server.request('GET', `/v1/pets?id=${id}`)).headers.get('etag') as string;
 
     proxy.stall();
     const during = await Promise.all([
       server.request('GET', `/v1/pets/${id}`, { timeoutMs: HANG }),
       server.request('GET', '/v1/pets', { timeoutMs: HANG }),
+      // Selected by id, and conditional: 503 too, never a 304 from a tag it could not check.
+      server.request('GET', `/v1/pets?id=${id}&id=99`, { timeoutMs: HANG }),
+      server.request('GET', `/v1/pets?id=${id}`, { headers: { 'if-none-match': etag }, timeoutMs: HANG }),
+      server.request('GET', '/v1/store/orders?id=1', { timeoutMs: HANG }),
       server.request('POST', '/v1/pets', {
         body: { name: 'Stalled', categoryId: 2 },
         timeoutMs: HANG,
@@ -105,6 +110,8 @@ postgres.describe('a PostgreSQL that stalls, goes away and comes back', () => {
     proxy.resume();
     const after = await server.request('GET', `/v1/pets/${id}`);
     assert.equal(after.status, 200, after.text);
+    const again = await server.request('GET', `/v1/pets?id=${id}`, { headers: { 'if-none-match': etag } });
+    assert.equal(again.status, 304, 'the selection is served again, its tag still current');
     assert.equal(
       (await readyzSettles(() => server.request('GET', '/readyz', { key: null }), 200)).status,
       200,
