@@ -10,6 +10,7 @@ import {
   startServe,
   type TempDatabase,
   tempDatabase,
+  workerPids,
 } from '../support/cli.js';
 import { freePort } from '../support/free-port.js';
 import { TEST_KEY } from '../support/test-server.js';
@@ -142,16 +143,8 @@ describe('serve --workers 2 with METRICS_PORT, with a worker killed', () => {
     database.remove();
   });
 
-  const workerPids = () =>
-    poll('both workers to log where they listen', () => {
-      const pids = jsonLines(serve.stdout)
-        .filter((line) => String(line.msg).startsWith('Server listening at'))
-        .map((line) => line.pid as number);
-      return pids.length >= 2 ? pids : undefined;
-    });
-
   test('when a worker is killed, then no counter goes back, process_max_fds is one process figure, start time is there and memory is per worker', async () => {
-    const [first, second] = await workerPids();
+    const [first, second] = await workerPids(serve);
     // Traffic on both workers: concurrent new connections until both have answered some.
     await poll('requests answered by both workers', async () => {
       await Promise.all(Array.from({ length: 10 }, () => onNewConnection(`${serve.url}/v1/pets`)));

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
-import { jsonLines, poll, type ServeProcess, startServe } from '../support/cli.js';
+import { jsonLines, poll, type ServeProcess, startServe, workerPids } from '../support/cli.js';
 
 interface Answer {
   status: number;
@@ -60,18 +60,8 @@ for (const backend of backends) {
       await database?.drop();
     });
 
-    // Each worker logs where it listens (written asynchronously) and then tells the primary, which
-    // says so: the two workers' lines can reach stdout a moment after the primary's.
-    const workerPids = () =>
-      poll('both workers to log where they listen', () => {
-        const pids = jsonLines(serve.stdout)
-          .filter((line) => String(line.msg).startsWith('Server listening at'))
-          .map((line) => line.pid as number);
-        return pids.length >= 2 ? pids : undefined;
-      });
-
     test('when requests arrive on new connections, then two worker processes on one port serve them', async () => {
-      const workers = await workerPids();
+      const workers = await workerPids(serve);
       assert.equal(new Set(workers).size, 2, 'two distinct workers listen');
       assert.ok(!workers.includes(serve.child.pid as number), 'the primary itself serves nothing');
 
@@ -137,7 +127,7 @@ for (const backend of backends) {
     });
 
     test('when the primary gets SIGTERM, then every worker drains and it exits 0', async () => {
-      const workers = await workerPids();
+      const workers = await workerPids(serve);
       serve.signal('SIGTERM');
       const result = await serve.exitStatus();
       assert.equal(result.code, 0, serve.output());

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openStorage } from '../../src/storage/open-storage.js';
-import type { CliResult } from '../../support/service-process.js';
+import { type CliResult, jsonLines, poll, type ServeProcess } from '../../support/service-process.js';
 
 export {
   CliProcess,
@@ -60,3 +60,16 @@ export function oneLineFailure(result: CliResult): string {
 export function lostConnection(error: unknown): boolean {
   return error instanceof TypeError && (error.message === 'fetch failed' || error.message === 'terminated');
 }
+
+/**
+ * The pids of the workers of `serve --workers 2`, once both have logged where they listen. Each worker
+ * logs it (written asynchronously) and then tells the primary, which says so: the workers' lines can
+ * reach stdout a moment after the primary's.
+ */
+export const workerPids = (serve: ServeProcess): Promise<number[]> =>
+  poll('both workers to log where they listen', () => {
+    const pids = jsonLines(serve.stdout)
+      .filter((line) => String(line.msg).startsWith('Server listening at'))
+      .map((line) => line.pid as number);
+    return pids.length >= 2 ? pids : undefined;
+  });

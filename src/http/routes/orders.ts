@@ -11,7 +11,7 @@ import { type Links, linkHeader } from '../links.js';
 import { ref } from '../schemas/common.js';
 import { ListOrdersQuery, NewOrder, Order, OrderIdParams, Orders } from '../schemas/order.js';
 import { BODY_ERRORS, errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
-import { noBody, repeatable } from './route-helpers.js';
+import { API_ROUTES_AFTER, noBody, repeatable } from './route-helpers.js';
 
 export interface OrderRoutesOptions {
   orders: StoreOrders;
@@ -198,13 +198,5 @@ const routes: FastifyPluginAsyncTypebox<OrderRoutesOptions> = async (app, { orde
 export const orderRoutes = fp(routes, {
   name: 'order-routes',
   fastify: '5.x',
-  dependencies: [
-    'authentication',
-    'scopes',
-    'rate-limit',
-    'route-fallbacks',
-    'openapi',
-    'json-body',
-    'content-codings',
-  ],
+  dependencies: API_ROUTES_AFTER,
 });

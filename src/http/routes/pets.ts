@@ -12,7 +12,7 @@ import { type Links, linkHeader } from '../links.js';
 import { ref } from '../schemas/common.js';
 import { ListPetsQuery, NewPet, Pet, PetIdParams, Pets } from '../schemas/pet.js';
 import { BODY_ERRORS, errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
-import { repeatable, sendJson } from './route-helpers.js';
+import { API_ROUTES_AFTER, repeatable, sendJson } from './route-helpers.js';
 
 export interface PetRoutesOptions {
   catalog: PetCatalog;
@@ -185,13 +185,5 @@ const routes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (app, { catalo
 export const petRoutes = fp(routes, {
   name: 'pet-routes',
   fastify: '5.x',
-  dependencies: [
-    'authentication',
-    'scopes',
-    'rate-limit',
-    'route-fallbacks',
-    'openapi',
-    'json-body',
-    'content-codings',
-  ],
+  dependencies: API_ROUTES_AFTER,
 });

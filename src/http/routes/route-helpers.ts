@@ -31,3 +31,17 @@ export const noBody: preValidationHookHandler = (request, _reply, done) =>
       ? undefined
       : new ApiError('invalid_request', 'this operation takes no request body'),
   );
+
+/**
+ * What every route file of the API comes after: authentication, scopes and rate limits run first, the
+ * 404/405 fallbacks and the OpenAPI document see its routes, and bodies are parsed and decoded.
+ */
+export const API_ROUTES_AFTER = [
+  'authentication',
+  'scopes',
+  'rate-limit',
+  'route-fallbacks',
+  'openapi',
+  'json-body',
+  'content-codings',
+];

@@ -21,7 +21,7 @@ import {
   WebhookEndpoints as WebhookEndpointsSchema,
   WebhookEndpointWithSecret,
 } from '../schemas/webhook.js';
-import { noBody } from './route-helpers.js';
+import { API_ROUTES_AFTER, noBody } from './route-helpers.js';
 
 export interface WebhookRoutesOptions {
   endpoints: WebhookEndpoints;
@@ -301,13 +301,5 @@ const routes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (app, { en
 export const webhookRoutes = fp(routes, {
   name: 'webhook-routes',
   fastify: '5.x',
-  dependencies: [
-    'authentication',
-    'scopes',
-    'rate-limit',
-    'route-fallbacks',
-    'openapi',
-    'json-body',
-    'content-codings',
-  ],
+  dependencies: API_ROUTES_AFTER,
 });
