@@ -103,9 +103,10 @@ describe('a command cannot miss its database', { concurrency: 4 }, () => {
     assert.equal(result.stderr, `database: ${db.path}\nrevoked ${id}\n`);
   });
 
-  test('when migrate-data runs, then its stderr names both databases it opened', async (t) => {
+  test('when migrate-data runs, then its stderr names both databases it opened, and it creates its --to where none was', async (t) => {
     const source = await migrated(t);
     const target = tempDatabase();
+    assert.equal(existsSync(target.path), false);
     t.after(() => target.remove());
     const result = await runCli(['migrate-data', '--from', source.url, '--to', target.url]);
     assert.equal(result.code, 0, result.stderr);
@@ -113,6 +114,7 @@ describe('a command cannot miss its database', { concurrency: 4 }, () => {
       `database --from: ${source.path}`,
       `database --to: ${target.path}`,
     ]);
+    assert.equal(existsSync(target.path), true, 'the copy made its target');
   });
 
   test('when serve starts, then its stderr names the database it opened', async (t) => {
