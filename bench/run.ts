@@ -18,14 +18,13 @@
  * bench/results/*.json (not committed) and docs/benchmarks.md: a full run rewrites its main table, a
  * narrower one (--quick) the section of the latest partial run.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server } from 'node:http';
-import { type AddressInfo, createServer } from 'node:net';
-import { availableParallelism, cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import type { AddressInfo } from 'node:net';
+import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../src/config/config.js';
 import { CursorCodec } from '../src/domain/paging.js';
@@ -33,13 +32,28 @@ import { openStorage } from '../src/storage/open-storage.js';
 import { adminQuery, createDatabase, type ThrowawayDatabase } from '../support/postgres-admin.js';
 import { startServe } from '../support/service-process.js';
 import { ensureWrk, type LoadResult, runLoad } from './load.js';
+import {
+  serviceEnv as baseServiceEnv,
+  CLI,
+  cpuMicros,
+  definedOnly,
+  freePort,
+  LAST_CPU,
+  ROOT,
+  residentBytes,
+  runToEnd,
+  seedDatabase,
+  sqliteDatabase,
+  startNeighbour,
+  startScript,
+  stop,
+  TSX,
+  waitUntilUp as waitUntilUpWith,
+} from './processes.js';
 import { type Row, renderReport } from './report.js';
 import { type Dataset, type LoadSpec, SCENARIOS, type Scenario, trafficFor } from './scenarios.js';
 
-const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const KEY = `bench-${randomBytes(16).toString('hex')}`;
-const TSX = ['--import', 'tsx'];
-const CLI = join(ROOT, 'dist/cli/main.js');
 
 const { values: args } = parseArgs({
   options: {
@@ -74,7 +88,7 @@ const { values: args } = parseArgs({
 const quick = args.quick as boolean;
 const pin = args.pin as boolean;
 /** With --pin: wrk runs on the last CPU, every target on the others. */
-const GENERATOR_CPU = String(availableParallelism() - 1);
+const GENERATOR_CPU = LAST_CPU;
 const TARGET_CPUS = availableParallelism() > 2 ? `0-${availableParallelism() - 2}` : '0';
 const workers = Number(args.workers);
 const connections = Number(args.connections);
@@ -98,45 +112,17 @@ function log(message: string): void {
   process.stderr.write(`bench: ${message}\n`);
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject()));
-    });
-  });
-}
-
-/** The variables that are set: a child's environment takes strings only. */
-function definedOnly(env: NodeJS.ProcessEnv): Record<string, string> {
-  return Object.fromEntries(
-    Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined),
-  );
-}
-
-/** The environment a service process gets: only what the benchmark sets, none of the caller's settings. */
+/** The service's environment, with this run's --log-level and --env settings. */
 function serviceEnv(databaseUrl: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME };
-  return {
-    ...env,
-    DATABASE_URL: databaseUrl,
-    PETSTORE_API_KEYS: KEY,
-    // The load is one key at 32 connections: the per-key limit would answer most of it 429.
-    RATE_LIMIT_PER_SECOND: '0',
-    // create-with-webhook delivers to a receiver in this process, on 127.0.0.1.
-    WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
+  return baseServiceEnv(KEY, databaseUrl, {
     ...(args['log-level'] ? { LOG_LEVEL: args['log-level'] as string } : {}),
     // --env NAME=VALUE, repeatable: service settings to compare, e.g. --env LOG_REQUESTS=false.
     ...Object.fromEntries((args.env as string[]).map((pair) => pair.split(/=(.*)/s).slice(0, 2))),
     ...extra,
-  };
+  });
 }
 
-function runToEnd(command: string, argv: string[], env: NodeJS.ProcessEnv): string {
-  const result = spawnSync(command, argv, { cwd: ROOT, env, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
-  if (result.status !== 0) throw new Error(`${argv.join(' ')} failed:\n${result.stderr}`);
-  return result.stdout;
-}
+const waitUntilUp = (url: string, child: ChildProcess) => waitUntilUpWith(url, child, KEY);
 
 interface Target {
   name: string;
@@ -150,45 +136,6 @@ interface Target {
   dataset: Dataset;
 }
 
-async function waitUntilUp(url: string, child: ChildProcess): Promise<void> {
-  for (let attempt = 0; attempt < 600; attempt++) {
-    if (child.exitCode !== null) throw new Error(`${url}: the process exited (${child.exitCode})`);
-    try {
-      const res = await fetch(`${url}/v1/pets?limit=1`, { headers: { authorization: `Bearer ${KEY}` } });
-      if (res.ok) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`${url} did not come up`);
-}
-
-function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-    child.once('close', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  });
-}
-
-/**
- * --neighbour: a busy loop on the last CPU (the one wrk runs on with --pin), for the whole run, as a
- * production machine is rarely quiet. Killed with the benchmark, whatever ends it.
- */
-function startNeighbour(): ChildProcess {
-  const child = spawn('taskset', ['-c', GENERATOR_CPU, process.execPath, '-e', 'for (;;) {}'], {
-    stdio: 'ignore',
-  });
-  process.once('exit', () => child.kill('SIGKILL'));
-  log(`neighbour: a busy loop on CPU ${GENERATOR_CPU} (pid ${child.pid})`);
-  return child;
-}
-
 /** With --pin, moves a target (every thread of it and of its children) to TARGET_CPUS. */
 function pinTarget(pid: number): void {
   if (!pin) return;
@@ -200,40 +147,6 @@ function pinTarget(pid: number): void {
     // exited meanwhile
   }
 }
-
-/** Resident memory of a process and its children (the workers of `serve --workers`), in bytes. */
-function residentBytes(pid: number): number {
-  try {
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const kib = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
-    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
-    return (
-      kib * 1024 +
-      (children ? children.split(/\s+/).reduce((sum, child) => sum + residentBytes(Number(child)), 0) : 0)
-    );
-  } catch {
-    return 0;
-  }
-}
-
-/**
- * CPU time (user + system) a process and its children have used, in microseconds. Per request, it is
- * the figure a busy shared machine disturbs least: neighbours steal wall-clock time, not our CPU time.
- */
-function cpuMicros(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-    // utime and stime are fields 14 and 15 of /proc/<pid>/stat (11 and 12 after the command), in ticks.
-    const own = ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
-    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
-    return (
-      own + (children ? children.split(/\s+/).reduce((sum, child) => sum + cpuMicros(Number(child)), 0) : 0)
-    );
-  } catch {
-    return 0;
-  }
-}
-const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
 /** `/v1/pets?limit=20&cursor=…` pages at random depths, as a client following `next` would reach them. */
 async function deepPages(databaseUrl: string, size: number): Promise<string[]> {
@@ -250,10 +163,7 @@ async function deepPages(databaseUrl: string, size: number): Promise<string[]> {
 }
 
 async function newDatabase(backend: 'sqlite' | 'postgres'): Promise<ThrowawayDatabase> {
-  if (backend === 'sqlite') {
-    const dir = mkdtempSync(join(tmpdir(), 'petstore-bench-'));
-    return { url: `sqlite:${join(dir, 'bench.db')}`, drop: async () => rmSync(dir, { recursive: true }) };
-  }
+  if (backend === 'sqlite') return sqliteDatabase();
   return createDatabase(args['postgres-url'] as string, 'petstore_bench');
 }
 
@@ -283,9 +193,7 @@ async function startService(
 ): Promise<Target> {
   if (seed) {
     log(`${backend}: seeding ${size} pets through the bulk path (petstore seed)`);
-    // seed fills an existing database only: migrate creates it.
-    runToEnd(process.execPath, [CLI, 'migrate'], serviceEnv(database.url));
-    runToEnd(process.execPath, [CLI, 'seed', '--count', String(size)], serviceEnv(database.url));
+    seedDatabase(serviceEnv(database.url), size);
   }
   const key = args['stored-key']
     ? runToEnd(process.execPath, [CLI, 'keys', 'create', '--name', 'bench'], serviceEnv(database.url)).trim()
@@ -444,17 +352,9 @@ async function main(): Promise<void> {
   if (backends.includes('postgres') && !(await postgresReachable()))
     backends.splice(backends.indexOf('postgres'), 1);
 
-  const startBaseline = async (script: string) => {
-    const port = await freePort();
-    const child = spawn(process.execPath, [...TSX, script, String(port)], {
-      cwd: ROOT,
-      stdio: ['ignore', 'ignore', 'inherit'],
-    });
-    return { url: `http://127.0.0.1:${port}`, child };
-  };
-  const neighbour = args.neighbour ? startNeighbour() : undefined;
-  const reference = await startBaseline('bench/reference-server.ts');
-  const floor = await startBaseline('bench/fastify-floor.ts');
+  const neighbour = args.neighbour ? startNeighbour(log) : undefined;
+  const reference = await startScript('bench/reference-server.ts');
+  const floor = await startScript('bench/fastify-floor.ts');
   const rows: Row[] = [];
   const bareQueries: Record<string, Record<string, number>> = {};
   try {
