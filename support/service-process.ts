@@ -79,6 +79,8 @@ export interface ProcessOptions {
    * only: the address is otherwise learnt from the log).
    */
   stdout?: 'keep' | 'drain' | 'ignore';
+  /** Node's own options, before the entry (e.g. --trace-gc, or --import of a preload). */
+  nodeArgs?: string[];
 }
 
 /** Every variable the service reads: a developer's own settings must not leak into a test's child. */
@@ -142,9 +144,9 @@ export class CliProcess {
   constructor(
     args: string[],
     env: Record<string, string>,
-    { cwd = REPO_ROOT, entry = 'current', stdout = 'keep' }: ProcessOptions = {},
+    { cwd = REPO_ROOT, entry = 'current', stdout = 'keep', nodeArgs = [] }: ProcessOptions = {},
   ) {
-    this.child = spawn(process.execPath, [...entryArgs(entry), ...args], {
+    this.child = spawn(process.execPath, [...nodeArgs, ...entryArgs(entry), ...args], {
       cwd,
       env: childEnv(env),
       stdio: ['ignore', stdout === 'ignore' ? 'ignore' : 'pipe', 'pipe'],
