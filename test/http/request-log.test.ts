@@ -56,6 +56,30 @@ describe('log lines and request ids', () => {
     assert.equal(mine[0]?.requestId, id);
     assert.ok(!JSON.stringify(mine).includes('authorization'), 'no header is logged');
   });
+
+  test('when many requests are answered at once, then by the end of that turn each has exactly one line, with its own id, URL, status and time', async () => {
+    const first = lines.length;
+    const before = Date.now();
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        server.request('GET', `/v1/pets?limit=${i + 1}`, { headers: { 'x-request-id': `batch-${i}` } }),
+      ),
+    );
+    assert.deepEqual(
+      answers.map((answer) => answer.status),
+      answers.map(() => 200),
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    const mine = lines.slice(first).filter((line) => String(line.requestId).startsWith('batch-'));
+    assert.equal(mine.length, 40);
+    for (let i = 0; i < 40; i++) {
+      const line = mine.find((candidate) => candidate.requestId === `batch-${i}`);
+      assert.equal(line?.url, `/v1/pets?limit=${i + 1}`);
+      assert.equal(line?.statusCode, 200);
+      assert.equal(line?.msg, 'request');
+      assert.ok((line?.time as number) >= before && (line?.time as number) <= Date.now());
+    }
+  });
 });
 
 describe('the request log of a running process (its own stdout)', () => {
@@ -171,6 +195,8 @@ for (const backend of backends) {
       ];
       for (const [id, status, answer] of outcomes)
         assert.equal(((await answer) as { status: number }).status, status, id);
+      // Info lines are written together at the end of the event loop's turn that answered them.
+      await new Promise((resolve) => setImmediate(resolve));
       const client = { clientAddress: '203.0.113.7' };
       assert.deepEqual(requestLine(lines, 'l-201'), {
         level: INFO,
