@@ -19,17 +19,16 @@ interface ExactIntegerSpec {
   int64: boolean;
   minimum?: bigint;
   maximum?: bigint;
-  /** Query and path values arrive as text; digits-only text is read as an integer. */
-  fromText: boolean;
 }
 
 const INTEGER_TEXT = /^-?(0|[1-9][0-9]*)$/;
 
-function exactInteger(spec: ExactIntegerSpec, data: unknown): bigint | string {
+/** `fromText`: query and path values arrive as text; digits-only text is read as an integer. */
+function exactInteger(spec: ExactIntegerSpec, fromText: boolean, data: unknown): bigint | string {
   let value: bigint;
   if (typeof data === 'bigint') value = data;
   else if (typeof data === 'number' && Number.isSafeInteger(data)) value = BigInt(data);
-  else if (spec.fromText && typeof data === 'string' && data.length <= 40 && INTEGER_TEXT.test(data)) {
+  else if (fromText && typeof data === 'string' && data.length <= 40 && INTEGER_TEXT.test(data)) {
     value = BigInt(data);
   } else return 'must be an integer';
   const minimum = spec.minimum ?? (spec.int64 ? INT64_MIN : undefined);
@@ -52,7 +51,7 @@ function createAjv(fromText: boolean): Ajv {
   });
   ajv.addKeyword({ keyword: PATTERN_MESSAGE, schemaType: 'string' });
   const check: SchemaValidateFunction = (spec: ExactIntegerSpec, data: unknown, _schema, ctx) => {
-    const result = exactInteger({ ...spec, fromText }, data);
+    const result = exactInteger(spec, fromText, data);
     if (typeof result === 'string') {
       check.errors = [{ keyword: 'exactInteger', message: result, params: {} }];
       return false;
@@ -77,7 +76,7 @@ export function withExactIntegers(schema: unknown): unknown {
   }
   if (source.type !== 'integer') return out;
   const { type: _t, format, minimum, maximum, ...rest } = out;
-  const spec: Omit<ExactIntegerSpec, 'fromText'> = { int64: format === 'int64' };
+  const spec: ExactIntegerSpec = { int64: format === 'int64' };
   if (typeof minimum === 'number') spec.minimum = BigInt(minimum);
   if (typeof maximum === 'number') spec.maximum = BigInt(maximum);
   return { ...rest, exactInteger: spec };
