@@ -176,3 +176,66 @@ export function renderReport(run: Run): string {
   }
   return `${lines.join('\n')}\n`;
 }
+
+/** The goals for the service's CPU per request, as a multiple of the Fastify floor's in the same run. */
+export const FLOOR_GOALS: Readonly<Record<string, number>> = { get: 2.0, list: 2.5, create: 2.0 };
+
+/**
+ * The figure of record: each service's CPU per request as a multiple of the Fastify floor's, from one
+ * run on a quiet machine and one with a CPU-bound neighbour, side by side, beside the goal; and a
+ * create with one webhook endpoint against one without, in each.
+ */
+export function renderHeadline(quiet: Run, busy: Run): string {
+  const multiple = (run: Run, row: Row): number | undefined => {
+    const floor = run.rows.find(
+      (r) => r.scenario === row.scenario && r.size === row.size && r.backend === 'floor',
+    );
+    return floor ? row.cpuMicrosPerRequest / floor.cpuMicrosPerRequest : undefined;
+  };
+  const cell = (run: Run, row: Row | undefined) => {
+    const times = row && multiple(run, row);
+    if (!row || times === undefined) return '– | –';
+    const floor = row.cpuMicrosPerRequest / times;
+    return `${fixed(row.cpuMicrosPerRequest, 0)} / ${fixed(floor, 0)} | **${fixed(times, 2)}**`;
+  };
+  const services = quiet.rows.filter((r) => r.backend === 'sqlite' || r.backend === 'postgres');
+  const lines = [
+    `Quiet: ${quiet.date}, \`${quiet.command}\`, load average ${fixed(quiet.loadAverage?.[0] ?? Number.NaN, 2)} → ${fixed(quiet.loadAverage?.[1] ?? Number.NaN, 2)}. ` +
+      `With a neighbour: ${busy.date}, \`${busy.command}\` (${busy.neighbour ?? 'no neighbour recorded'}). ` +
+      `Machine: ${quiet.machine.nproc} cores (${quiet.machine.cpu}), Node.js ${quiet.machine.node}; ${quiet.connections} connections, ${quiet.seconds} s per target.`,
+    '',
+    '| scenario | target | pets | quiet: CPU µs/req, service / floor | quiet: × floor | neighbour: CPU µs/req, service / floor | neighbour: × floor | goal |',
+    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ];
+  for (const row of services) {
+    const twin = busy.rows.find(
+      (r) => r.scenario === row.scenario && r.target === row.target && r.size === row.size,
+    );
+    const goal = FLOOR_GOALS[row.scenario];
+    lines.push(
+      `| ${row.scenario} | ${row.target} | ${sizeLabel(row.size)} | ${cell(quiet, row)} | ${cell(busy, twin)} | ${goal === undefined ? '–' : `≤ ${fixed(goal, 1)}`} |`,
+    );
+  }
+  const hooked = services.filter((r) => r.scenario === 'create-with-webhook');
+  if (hooked.length > 0) {
+    lines.push(
+      '',
+      '| target | pets | create with one webhook endpoint, CPU per request × create without: quiet | with a neighbour | goal |',
+    );
+    lines.push('| --- | ---: | ---: | ---: | ---: |');
+    const cost = (run: Run, row: Row) => {
+      const hook = run.rows.find(
+        (r) => r.scenario === 'create-with-webhook' && r.target === row.target && r.size === row.size,
+      );
+      const plain = run.rows.find(
+        (r) => r.scenario === 'create' && r.target === row.target && r.size === row.size,
+      );
+      return hook && plain ? fixed(hook.cpuMicrosPerRequest / plain.cpuMicrosPerRequest, 2) : '–';
+    };
+    for (const row of hooked)
+      lines.push(
+        `| ${row.target} | ${sizeLabel(row.size)} | ${cost(quiet, row)} | ${cost(busy, row)} | ≤ 1.15 |`,
+      );
+  }
+  return `${lines.join('\n')}\n`;
+}

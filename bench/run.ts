@@ -50,12 +50,13 @@ import {
   TSX,
   waitUntilUp as waitUntilUpWith,
 } from './processes.js';
-import { type Row, renderReport } from './report.js';
+import { type Row, type Run, renderHeadline, renderReport } from './report.js';
 import { type Dataset, type LoadSpec, SCENARIOS, type Scenario, trafficFor } from './scenarios.js';
 
 const KEY = `bench-${randomBytes(16).toString('hex')}`;
 
-const { values: args } = parseArgs({
+const { values: args, positionals } = parseArgs({
+  allowPositionals: true,
   options: {
     quick: { type: 'boolean', default: false },
     workers: { type: 'string', default: '1' },
@@ -76,6 +77,8 @@ const { values: args } = parseArgs({
     tracing: { type: 'string', default: 'off' },
     /** Re-renders docs/benchmarks.md from a saved results file instead of measuring. */
     render: { type: 'string' },
+    /** Renders the headline table from two saved runs: a quiet one, then one with --neighbour. */
+    headline: { type: 'string' },
     'postgres-url': {
       type: 'string',
       default:
@@ -472,7 +475,7 @@ const PARTIAL = {
 };
 
 /** Replaces one generated part of docs/benchmarks.md, keeping the analysis written around it. */
-function writeTable(report: string, section: typeof FULL): void {
+function writeTable(report: string, section: { start: string; end: string }): void {
   const path = join(ROOT, 'docs/benchmarks.md');
   let doc: string;
   try {
@@ -489,10 +492,25 @@ function writeTable(report: string, section: typeof FULL): void {
   writeFileSync(path, `${before}${section.start}\n${report}${section.end}${after}`);
 }
 
+const HEADLINE = {
+  start: '<!-- bench:headline:start (written by npm run bench -- --headline <quiet run> <neighbour run>) -->',
+  end: '<!-- bench:headline:end -->',
+};
+
 if (args.render) {
   const report = renderReport(JSON.parse(readFileSync(args.render as string, 'utf8')));
   process.stdout.write(report);
   writeTable(report, FULL);
+} else if (args.headline) {
+  // Two saved runs, one on a quiet machine and one with --neighbour: the figure of record.
+  const [quiet, busy] = [args.headline as string, ...positionals].map(
+    (file) => JSON.parse(readFileSync(file, 'utf8')) as Run,
+  );
+  if (!quiet || !busy || quiet.neighbour || !busy.neighbour)
+    throw new Error('--headline <a quiet run> <a run with --neighbour>: two files of bench/results/');
+  const report = renderHeadline(quiet, busy);
+  process.stdout.write(report);
+  writeTable(report, HEADLINE);
 } else {
   await main();
 }

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type Row, type Run, renderReport } from '../../bench/report.js';
+import { type Row, type Run, renderHeadline, renderReport } from '../../bench/report.js';
 
-const row = (target: string, backend: Row['backend'], cpu: number, size = 10_000): Row => ({
-  scenario: 'get',
+const row = (target: string, backend: Row['backend'], cpu: number, size = 10_000, scenario = 'get'): Row => ({
+  scenario,
   target,
   backend,
   size,
@@ -70,4 +70,49 @@ test('when a run had a neighbour, then its header says what it was; a run withou
   const busy = renderReport(run([row('sqlite', 'sqlite', 50)], 'a busy loop pinned to CPU 1, the whole run'));
   assert.match(busy, /Neighbour: a busy loop pinned to CPU 1, the whole run\./);
   assert.doesNotMatch(renderReport(run([row('sqlite', 'sqlite', 50)])), /Neighbour/);
+});
+
+test("when a quiet run and a run with a neighbour are rendered as the headline, then each service row gives both multiples of its own run's floor beside the goal", () => {
+  const rows = (floor: number, get: number, create: number, hooked: number) => [
+    row('fastify floor (fixed bytes)', 'floor', floor),
+    row('sqlite', 'sqlite', get),
+    row('fastify floor (fixed bytes)', 'floor', floor + 10, 10_000, 'create'),
+    row('sqlite', 'sqlite', create, 10_000, 'create'),
+    row('fastify floor (fixed bytes)', 'floor', floor + 10, 10_000, 'create-with-webhook'),
+    row('sqlite', 'sqlite', hooked, 10_000, 'create-with-webhook'),
+  ];
+  const headline = renderHeadline(
+    run(rows(20, 50, 60, 66)),
+    run(rows(25, 80, 70, 91), 'a busy loop on CPU 1'),
+  );
+  assert.deepEqual(cells(headline, 'get'), [
+    'get',
+    'sqlite',
+    '10k',
+    '50 / 20',
+    '**2.50**',
+    '80 / 25',
+    '**3.20**',
+    '≤ 2.0',
+  ]);
+  assert.deepEqual(cells(headline, 'create'), [
+    'create',
+    'sqlite',
+    '10k',
+    '60 / 30',
+    '**2.00**',
+    '70 / 35',
+    '**2.00**',
+    '≤ 2.0',
+  ]);
+  assert.deepEqual(cells(headline, 'create-with-webhook').slice(3, 8), [
+    '66 / 30',
+    '**2.20**',
+    '91 / 35',
+    '**2.60**',
+    '–',
+  ]);
+  // Create with one endpoint against create without, in each condition.
+  assert.deepEqual(cells(headline, 'sqlite'), ['sqlite', '10k', '1.10', '1.30', '≤ 1.15']);
+  assert.match(headline, /With a neighbour: .*a busy loop on CPU 1/);
 });
