@@ -498,9 +498,12 @@ const HEADLINE = {
 };
 
 if (args.render) {
-  const report = renderReport(JSON.parse(readFileSync(args.render as string, 'utf8')));
+  const run = JSON.parse(readFileSync(args.render as string, 'utf8')) as Run;
+  const report = renderReport(run);
   process.stdout.write(report);
-  writeTable(report, FULL);
+  // The section its own run would have written: the full table only for every scenario at two sizes.
+  const ran = (key: 'scenario' | 'size') => new Set(run.rows.map((row) => row[key])).size;
+  writeTable(report, ran('scenario') === SCENARIOS.length && ran('size') > 1 ? FULL : PARTIAL);
 } else if (args.headline) {
   // Two saved runs, one on a quiet machine and one with --neighbour: the figure of record.
   const [quiet, busy] = [args.headline as string, ...positionals].map(
