@@ -5,7 +5,6 @@ import compress from '@fastify/compress';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
-import { BODY_METHODS, preParsingOnBodyRoutes } from './body-routes.js';
 import { ApiError } from './errors.js';
 
 /** The request body codings decoded before parsing; any other is 415. */
@@ -38,6 +37,9 @@ export const ContentEncodingHeader = Type.Optional(
  * (1460 B), so compressing it would spend that CPU to save no packet and no round trip.
  */
 const COMPRESS_THRESHOLD_BYTES = 1024;
+
+/** Methods whose body Fastify reads (its `bodywith` list); no other request's body is ever parsed. */
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 
 /** True for the one media type that has a parser (json-body.ts): `application/json`, any parameters. */
 function isJson(contentType: string | undefined): boolean {
@@ -106,7 +108,7 @@ export const contentCodings = fp(
       encodings: ['gzip', 'br', 'deflate'],
       threshold: COMPRESS_THRESHOLD_BYTES,
     });
-    preParsingOnBodyRoutes(app, (request, reply, payload, done) => {
+    app.addHook('preParsing', (request, reply, payload, done) => {
       const header = request.headers['content-encoding'];
       if (header === undefined) {
         done(null, payload);
@@ -116,9 +118,11 @@ export const contentCodings = fp(
       const coding = header.toLowerCase();
       const makeDecoder = DECODERS[coding];
       if (!BODY_METHODS.has(request.method)) {
-        done(null, payload); // a route of several methods, asked with one that has no body
+        done(null, payload); // a GET's or HEAD's body is never read, whatever its coding
       } else if (makeDecoder === undefined && coding !== 'identity') {
-        done(refused('Content-Encoding must be gzip, deflate, br or identity'));
+        // An unknown path or method is 404 or 405 whatever the body: it is never parsed.
+        if (request.is404) done(null, payload);
+        else done(refused('Content-Encoding must be gzip, deflate, br or identity'));
       } else if (makeDecoder === undefined || !isJson(request.headers['content-type'])) {
         done(null, payload);
       } else {

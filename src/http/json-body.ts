@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { parse } from 'lossless-json';
-import { preParsingOnBodyRoutes } from './body-routes.js';
 import { ApiError } from './errors.js';
 import { continueIfExpected } from './expect.js';
 import { isRepeated } from './request-head.js';
@@ -49,9 +48,9 @@ export function parseJsonBody(body: Buffer): unknown {
 export const jsonBody = fp(
   async (app: FastifyInstance, { bodyLimit }: { bodyLimit: number }) => {
     app.removeAllContentTypeParsers();
-    // preParsing: after every onRequest hook, authentication included, and before the body is read;
-    // only on routes that take a body.
-    preParsingOnBodyRoutes(app, (request, reply, payload, done) => {
+    // preParsing: after every onRequest hook, authentication included, and before the body is read.
+    // A callback, not an async function: it runs for every request, bodiless ones included.
+    app.addHook('preParsing', (request, reply, payload, done) => {
       if (
         request.headers['content-type'] !== undefined &&
         isRepeated(request.raw.rawHeaders, 'content-type')
