@@ -901,6 +901,42 @@ for (const backend of backends) {
       await assertStoreUnchanged();
     });
 
+    // Fastify reads the body of a request it answers 404 or 405 too: without 100 Continue the client would
+    // wait for it, and the server for the body.
+    for (const [method, path, status] of [
+      ['POST', '/v1/no/such/path', 404],
+      ['PUT', '/v1/pets', 405],
+    ] as const) {
+      test(`when Expect: 100-continue comes with a key for ${method} ${path}, then 100 Continue is sent, and after the body ${status}`, async () => {
+        const socket = connect(Number(new URL(server.url).port), '127.0.0.1');
+        const received: Buffer[] = [];
+        const closed = new Promise((resolve) => socket.on('close', resolve));
+        let continued: () => void = () => undefined;
+        const interim = new Promise<void>((resolve) => {
+          continued = resolve;
+        });
+        socket.on('data', (data: Buffer) => {
+          received.push(data);
+          if (Buffer.concat(received).includes('\r\n\r\n')) continued();
+        });
+        socket.write(
+          `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${auth}Content-Type: application/json\r\nContent-Length: ${petBody.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
+        );
+        await interim;
+        assert.equal(Buffer.concat(received).toString('latin1'), 'HTTP/1.1 100 Continue\r\n\r\n');
+        received.length = 0;
+        socket.write(petBody);
+        await closed;
+        const res = parseRawResponse(Buffer.concat(received));
+        assert.equal(res.status, status, res.body);
+        assert.equal(
+          parseExact<{ code: string }>(res.body).code,
+          status === 404 ? 'not_found' : 'method_not_allowed',
+        );
+        await assertStoreUnchanged();
+      });
+    }
+
     test('when every hostile input has been sent, then the tables are all there, intact, and hold exactly the accepted pets', async () => {
       const tables = await tableNames(server.database.url);
       for (const table of ['api_keys', 'pets'])
