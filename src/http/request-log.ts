@@ -71,8 +71,8 @@ export function levelOf(status: number): 'error' | 'warn' | 'info' {
  * The `info` lines (every answer but errors, 429 and 503) are written together at the end of the
  * event loop's turn that answered them, each still with its own request id and figures: under load a
  * turn answers several requests, and writing their lines one after the other keeps the logger's code
- * and data in the CPU's caches, where a line written between two requests finds them cold (10 µs of a
- * `get`'s CPU against 6, docs/benchmarks.md). Other lines are written at once.
+ * and data in the CPU's caches, where a line written between two requests finds them cold (6 to 15%
+ * of a `get`'s CPU, docs/benchmarks.md). Other lines are written at once.
  */
 export class RequestLog extends LogController {
   readonly #logSuccesses: boolean;
