@@ -6,7 +6,7 @@ import { after, backends, before, test } from '../support/backends.js';
 import { integrityCheck, storedPets, tableNames } from '../support/db-inspect.js';
 import { assertError } from '../support/error-body.js';
 import { walkLinks } from '../support/paging.js';
-import { assertRawError, parseRawResponse, sendRaw } from '../support/raw-http.js';
+import { assertRawError, parseRawResponse, type RawHttpResponse, sendRaw } from '../support/raw-http.js';
 import { parseExact, rawRequest } from '../support/raw-json.js';
 import { startTestServer, TEST_KEY, type TestResponse, type TestServer } from '../support/test-server.js';
 
@@ -872,28 +872,41 @@ for (const backend of backends) {
       });
     }
 
-    test('when Expect: 100-continue comes with a valid key, then 100 Continue is sent, and after the body 201', async () => {
+    /** Sends a head with Expect: 100-continue, and the body once an interim answer came: both answers. */
+    async function sendWithContinue(
+      method: string,
+      path: string,
+      body: string,
+    ): Promise<{ interim: string; res: RawHttpResponse }> {
       const socket = connect(Number(new URL(server.url).port), '127.0.0.1');
       const received: Buffer[] = [];
       const closed = new Promise((resolve) => socket.on('close', resolve));
       let continued: () => void = () => undefined;
-      const interim = new Promise<void>((resolve) => {
+      const interimCame = new Promise<void>((resolve) => {
         continued = resolve;
       });
       socket.on('data', (data: Buffer) => {
         received.push(data);
         if (Buffer.concat(received).includes('\r\n\r\n')) continued();
       });
-      const body = '{"name":"Continued","categoryId":1}';
       socket.write(
-        `POST /v1/pets HTTP/1.1\r\nHost: 127.0.0.1\r\n${auth}Content-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
+        `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${auth}Content-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
       );
-      await interim;
-      assert.equal(Buffer.concat(received).toString('latin1'), 'HTTP/1.1 100 Continue\r\n\r\n');
+      await interimCame;
+      const interim = Buffer.concat(received).toString('latin1');
       received.length = 0;
       socket.write(body);
       await closed;
-      const res = parseRawResponse(Buffer.concat(received));
+      return { interim, res: parseRawResponse(Buffer.concat(received)) };
+    }
+
+    test('when Expect: 100-continue comes with a valid key, then 100 Continue is sent, and after the body 201', async () => {
+      const { interim, res } = await sendWithContinue(
+        'POST',
+        '/v1/pets',
+        '{"name":"Continued","categoryId":1}',
+      );
+      assert.equal(interim, 'HTTP/1.1 100 Continue\r\n\r\n');
       assert.equal(res.status, 201, res.body);
       const pet = parseExact<Pet>(res.body);
       assert.deepEqual(pet, { id: pet.id, name: 'Continued', categoryId: 1, status: 'available' });
@@ -903,36 +916,15 @@ for (const backend of backends) {
 
     // Fastify reads the body of a request it answers 404 or 405 too: without 100 Continue the client would
     // wait for it, and the server for the body.
-    for (const [method, path, status] of [
-      ['POST', '/v1/no/such/path', 404],
-      ['PUT', '/v1/pets', 405],
+    for (const [method, path, status, code] of [
+      ['POST', '/v1/no/such/path', 404, 'not_found'],
+      ['PUT', '/v1/pets', 405, 'method_not_allowed'],
     ] as const) {
       test(`when Expect: 100-continue comes with a key for ${method} ${path}, then 100 Continue is sent, and after the body ${status}`, async () => {
-        const socket = connect(Number(new URL(server.url).port), '127.0.0.1');
-        const received: Buffer[] = [];
-        const closed = new Promise((resolve) => socket.on('close', resolve));
-        let continued: () => void = () => undefined;
-        const interim = new Promise<void>((resolve) => {
-          continued = resolve;
-        });
-        socket.on('data', (data: Buffer) => {
-          received.push(data);
-          if (Buffer.concat(received).includes('\r\n\r\n')) continued();
-        });
-        socket.write(
-          `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${auth}Content-Type: application/json\r\nContent-Length: ${petBody.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
-        );
-        await interim;
-        assert.equal(Buffer.concat(received).toString('latin1'), 'HTTP/1.1 100 Continue\r\n\r\n');
-        received.length = 0;
-        socket.write(petBody);
-        await closed;
-        const res = parseRawResponse(Buffer.concat(received));
+        const { interim, res } = await sendWithContinue(method, path, petBody);
+        assert.equal(interim, 'HTTP/1.1 100 Continue\r\n\r\n');
         assert.equal(res.status, status, res.body);
-        assert.equal(
-          parseExact<{ code: string }>(res.body).code,
-          status === 404 ? 'not_found' : 'method_not_allowed',
-        );
+        assert.equal(parseExact<{ code: string }>(res.body).code, code);
         await assertStoreUnchanged();
       });
     }
