@@ -49,7 +49,10 @@ describe('request metrics (petstore_http_requests_total, petstore_http_request_d
     const { ours, theirs } = both(ANSWERS);
     const text = await ours.metrics();
     assert.equal(text, await theirs.metrics());
-    assert.match(text, /petstore_http_requests_total\{method="GET",route="\/v1\/pets\/:petId",status="200"\} 24/);
+    assert.match(
+      text,
+      /petstore_http_requests_total\{method="GET",route="\/v1\/pets\/:petId",status="200"\} 24/,
+    );
     assert.match(
       text,
       /petstore_http_request_duration_seconds_bucket\{le="0.0005",method="GET",route="\/v1\/pets\/:petId",status="200"\} 2/,
@@ -73,7 +76,10 @@ describe('request metrics (petstore_http_requests_total, petstore_http_request_d
       AggregatorRegistry.aggregate(await Promise.all(registries.map((r) => r.getMetricsAsJSON()))).metrics();
     const text = await aggregate([first.ours, second.ours]);
     assert.equal(text, await aggregate([first.theirs, second.theirs]));
-    assert.match(text, /petstore_http_requests_total\{method="GET",route="\/v1\/pets\/:petId",status="200"\} 31/);
+    assert.match(
+      text,
+      /petstore_http_requests_total\{method="GET",route="\/v1\/pets\/:petId",status="200"\} 31/,
+    );
   });
 
   test('when the registry is reset, then the series start again from nothing', async () => {
