@@ -34,6 +34,9 @@ async function fixedAnswer(
   return { baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, requests };
 }
 
+/** The client's retry option, as its constructor takes it. */
+type Retry = ConstructorParameters<typeof PetstoreClient>[0]['retry'];
+
 /**
  * A real TCP server in front of the service that resets the first `resets` connections it accepts
  * (RST, as a crashed or restarting node does) and forwards every later one; it counts them all.
@@ -42,7 +45,7 @@ async function resettingFront(
   t: TestContext,
   service: TestServer,
   resets: number,
-): Promise<{ baseUrl: string; connections: () => number }> {
+): Promise<{ connections: () => number; client: (retry: Retry) => PetstoreClient }> {
   let accepted = 0;
   const open = new Set<Socket>();
   const front = createServer((client) => {
@@ -69,9 +72,11 @@ async function resettingFront(
         front.close(() => resolve());
       }),
   );
+  const baseUrl = `http://127.0.0.1:${(front.address() as AddressInfo).port}/v1`;
   return {
-    baseUrl: `http://127.0.0.1:${(front.address() as AddressInfo).port}/v1`,
     connections: () => accepted,
+    // A client of the service through this front, with the retries asked for.
+    client: (retry) => new PetstoreClient({ baseUrl, apiKey: TEST_KEY, retry }),
   };
 }
 
@@ -165,16 +170,12 @@ for (const backend of backends) {
 
     test('when the first two connections are reset, then a read succeeds on the third; with retries off it fails on the first', async (t) => {
       const front = await resettingFront(t, server, 2);
-      const client = new PetstoreClient({
-        baseUrl: front.baseUrl,
-        apiKey: TEST_KEY,
-        retry: { baseDelayMs: 10 },
-      });
+      const client = front.client({ baseDelayMs: 10 });
       assert.ok(Array.isArray((await client.listPets({ limit: 1 })).pets));
       assert.equal(front.connections(), 3);
 
       const once = await resettingFront(t, server, 1);
-      const noRetry = new PetstoreClient({ baseUrl: once.baseUrl, apiKey: TEST_KEY, retry: false });
+      const noRetry = once.client(false);
       await assert.rejects(
         noRetry.listPets(),
         (error: unknown) => error instanceof PetstoreNetworkError && error.code === 'network_error',
@@ -184,11 +185,7 @@ for (const backend of backends) {
 
     test('when the first two connections are reset, then createPet (with the Idempotency-Key the client made up) succeeds on the third and stores one pet', async (t) => {
       const front = await resettingFront(t, server, 2);
-      const client = new PetstoreClient({
-        baseUrl: front.baseUrl,
-        apiKey: TEST_KEY,
-        retry: { baseDelayMs: 10 },
-      });
+      const client = front.client({ baseDelayMs: 10 });
       const name = `reset-${Date.now()}`;
       const pet = await client.createPet({ name, categoryId: 1 });
       assert.equal(front.connections(), 3);
@@ -200,11 +197,7 @@ for (const backend of backends) {
 
     test('when more connections are reset than maxRetries allows, then the call fails after 1 + maxRetries tries', async (t) => {
       const front = await resettingFront(t, server, 10);
-      const client = new PetstoreClient({
-        baseUrl: front.baseUrl,
-        apiKey: TEST_KEY,
-        retry: { maxRetries: 3, baseDelayMs: 10 },
-      });
+      const client = front.client({ maxRetries: 3, baseDelayMs: 10 });
       await assert.rejects(
         client.getPet(1n),
         (error: unknown) => error instanceof PetstoreNetworkError && error.code === 'network_error',
