@@ -119,16 +119,26 @@ describe('serve --workers 2 on SQLite, with workers killed', () => {
   });
 
   test('when a worker is killed, and its replacement is killed right after the fork, again and again, then the primary keeps replacing them and the service answers', async () => {
+    // A signalled process may still look alive for a moment after kill() returns: the killed are
+    // remembered so that "two workers again" never counts one of them.
+    const killed = new Set<number>();
+    const kill = (pid: number) => {
+      killed.add(pid);
+      process.kill(pid, 'SIGKILL');
+    };
     for (let round = 0; round < 3; round++) {
       const before = workersOf(serve);
       assert.equal(before.length, 2, `round ${round}: two workers`);
-      process.kill(before[0] as number, 'SIGKILL');
+      kill(before[0] as number);
       // The replacement, killed as soon as it exists: during its start-up.
       const replacement = await poll('a replacement to be forked', () =>
-        workersOf(serve).find((pid) => !before.includes(pid)),
+        workersOf(serve).find((pid) => !before.includes(pid) && !killed.has(pid)),
       );
-      process.kill(replacement, 'SIGKILL');
-      await poll('two workers again', () => (workersOf(serve).length === 2 ? true : undefined));
+      kill(replacement);
+      await poll('two workers again', () => {
+        const workers = workersOf(serve);
+        return workers.length === 2 && workers.every((pid) => !killed.has(pid)) ? true : undefined;
+      });
     }
     assert.ok(serve.running, `the primary is alive\n${serve.output()}`);
     await servesAgain(port);
