@@ -84,12 +84,23 @@ interface AttemptResult {
   disableIfFailingSince: Date;
 }
 
-/** The statements the deliverer runs all the time, prepared once. */
-function prepareHotPath(db: Database.Database) {
+/** The SQL of each statement below, by name: what a test reads the query plans of. */
+export const deliveryStatementTexts = (db: Database.Database): Record<string, string> =>
+  Object.fromEntries(
+    Object.entries(prepareDeliveryStatements(db)).map(([name, statement]) => [name, statement.source]),
+  );
+
+/**
+ * The statements the deliverer runs all the time, prepared once: on every claim, attempt and wake-up.
+ * Each is an index search, whatever the backlog.
+ */
+function prepareDeliveryStatements(db: Database.Database) {
   return {
+    // INDEXED BY: left to itself SQLite walks the pending index for the GROUP BY, i.e. the whole backlog
+    // (3.5 ms a claim at 50,000 pending); the leases are the few rows the leased index holds.
     leasedByEndpoint: db
       .prepare<[number], [bigint, bigint]>(
-        `SELECT endpoint_id, count(*) FROM webhook_deliveries
+        `SELECT endpoint_id, count(*) FROM webhook_deliveries INDEXED BY webhook_deliveries_leased
          WHERE lease_until IS NOT NULL AND lease_until > ? AND status = 'pending' GROUP BY endpoint_id`,
       )
       .raw(true)
@@ -155,7 +166,7 @@ export class SqliteWebhookStore implements WebhookStore {
   readonly #db: Database.Database;
   readonly #log: SqliteEventLog;
 
-  readonly #sql: ReturnType<typeof prepareHotPath>;
+  readonly #sql: ReturnType<typeof prepareDeliveryStatements>;
   readonly #claimAll: Database.Transaction<
     (at: number, until: number, limit: number, perEndpoint: number) => ClaimedDelivery[]
   >;
@@ -164,7 +175,7 @@ export class SqliteWebhookStore implements WebhookStore {
   constructor(db: Database.Database, log: SqliteEventLog) {
     this.#db = db;
     this.#log = log;
-    this.#sql = prepareHotPath(db);
+    this.#sql = prepareDeliveryStatements(db);
     this.#claimAll = db.transaction((at: number, until: number, limit: number, perEndpoint: number) =>
       this.#claim(at, until, limit, perEndpoint),
     );

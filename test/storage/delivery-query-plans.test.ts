@@ -1,0 +1,60 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
+import { migrate } from '../../src/storage/sqlite/migrations.js';
+import { deliveryStatementTexts } from '../../src/storage/sqlite/webhooks.js';
+
+/** Arguments to bind for each statement's plan: a statement added without one fails the test. */
+const ARGUMENTS: Record<string, unknown[]> = {
+  leasedByEndpoint: [1],
+  enabledEndpoints: [],
+  dueOfEndpoint: [1n, 1, 8],
+  lease: [{ until: 1, endpointId: 1n, eventId: 1n }],
+  record: [
+    {
+      status: 'delivered',
+      at: 1,
+      next: null,
+      responseStatus: 204,
+      error: null,
+      endpointId: 1n,
+      eventId: 1n,
+      lease: 1,
+    },
+  ],
+  succeeded: [1n],
+  failing: [1, 1n],
+  disable: ['gone', 1n],
+  endPending: [{ endpointId: 1n, at: 1 }],
+  release: [1, 1n, 1n, 1],
+  nextDue: [],
+};
+
+test('when deliveries are claimed, attempted and recorded on SQLite, then no statement of the delivery loop reads the whole deliveries table or its pending index (each is an index search, whatever the backlog)', () => {
+  const db = new BetterSqlite3(':memory:');
+  migrate(db);
+  db.exec(`INSERT INTO webhook_endpoints (id, url, types, description, status, created_at, secret)
+           VALUES (1, 'https://example.com/hook', '*', '', 'enabled', 0, 'secret')`);
+  // A backlog: 5,000 pending deliveries, a few of them leased.
+  db.exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5000)
+           INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts, next_attempt_at, lease_until)
+           SELECT 1, i, 'pending', 0, i, CASE WHEN i <= 4 THEN 10000 END FROM n`);
+  const statements = deliveryStatementTexts(db);
+  assert.deepEqual(Object.keys(ARGUMENTS).sort(), Object.keys(statements).sort());
+  const plans = Object.entries(statements).map(([name, sql]) => {
+    const plan = db
+      .prepare<unknown[], { detail: string }>(`EXPLAIN QUERY PLAN ${sql}`)
+      .all(...(ARGUMENTS[name] ?? []))
+      .map((row) => row.detail);
+    return { name, plan };
+  });
+  // A SCAN of the deliveries (with or without an index) grows with the backlog; a SEARCH does not.
+  const scans = plans.filter(({ plan }) => plan.some((step) => /^SCAN (webhook_deliveries|d)\b/.test(step)));
+  assert.deepEqual(scans, []);
+  // And the plans read are real ones: the lease count goes through the leases' own index.
+  assert.match(
+    plans.find(({ name }) => name === 'leasedByEndpoint')?.plan.join(' | ') ?? '',
+    /SEARCH webhook_deliveries USING INDEX webhook_deliveries_leased \(lease_until>\?\)/,
+  );
+  db.close();
+});
