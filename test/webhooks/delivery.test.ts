@@ -86,6 +86,7 @@ for (const backend of backends) {
 
     test('when a pet is created, then the endpoint gets one POST: Standard Webhooks headers that the reference library verifies, the Event exactly as getEvent returns it', async () => {
       const endpoint = await register('/signed');
+      const before = Date.now();
       const pet = await createPet('Signed');
       const [request] = await receiver.waitFor(1, '/signed');
       assert.ok(request);
@@ -103,6 +104,9 @@ for (const backend of backends) {
       // A wrong secret does not verify: the check is real.
       assert.throws(() => verified(`whsec_${Buffer.alloc(32, 1).toString('base64')}`, request));
       const [delivery] = await settle(endpoint, (d) => d[0]?.status === 'succeeded');
+      // When the attempt was made: after the create, before the listing.
+      const attemptedAt = Date.parse(delivery?.lastAttemptAt as string);
+      assert.ok(attemptedAt >= before && attemptedAt <= Date.now(), String(delivery?.lastAttemptAt));
       assert.deepEqual(
         { ...delivery, lastAttemptAt: null },
         {
@@ -471,6 +475,61 @@ for (const backend of backends) {
           'disabled at the first failure five days or more after the first',
         );
         assert.equal(receiver.received.filter((r) => r.path === '/failing').length, 4);
+      } finally {
+        await server.close();
+      }
+    });
+
+    test('when a delivery succeeds between failures, then the failing spell starts again at the next failure: WEBHOOK_DISABLE_AFTER is counted from there', async () => {
+      // As above, each attempt answered two days after the one before: attempt n is recorded at day 2n.
+      let offset = 0;
+      const server = await startTestServer({
+        backend,
+        now: () => new Date(Date.now() + offset),
+        env: {
+          WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
+          WEBHOOK_RETRY_SCHEDULE: '1ms,1ms,1ms,1ms',
+          WEBHOOK_DISABLE_AFTER: '5d',
+        },
+      });
+      try {
+        let n = 0;
+        receiver.answer((request) => {
+          if (request.path !== '/recovering') return { status: 204 };
+          offset += 2 * 86_400_000;
+          n += 1;
+          // The first event: failures at days 2 and 4, then a success at day 6. The second: failures
+          // from day 8 on, which is six days after the first failure but the first of a new spell.
+          return n === 3 ? { status: 204 } : { status: 500, body: `attempt ${n}` };
+        });
+        const endpoint = (
+          await server.request('POST', '/v1/webhook-endpoints', {
+            body: { url: receiver.url('/recovering') },
+          })
+        ).json<Endpoint>();
+        const listed = async () =>
+          (await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}/deliveries`)).json<
+            DeliveryBody[]
+          >();
+        await server.request('POST', '/v1/pets', { body: { name: 'first', categoryId: 1 } });
+        const [first] = await poll('the first delivery to succeed', async () => {
+          const list = await listed();
+          return list[0]?.status === 'succeeded' ? list : undefined;
+        });
+        assert.equal(first?.attempts, 3);
+        await server.request('POST', '/v1/pets', { body: { name: 'second', categoryId: 1 } });
+        const got = await poll('the endpoint to be disabled', async () => {
+          const res = (await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}`)).json<
+            Endpoint & { disabledReason?: string }
+          >();
+          return res.status === 'disabled' ? res : undefined;
+        });
+        assert.equal(got.disabledReason, 'failing');
+        const [second] = await listed();
+        assert.equal(second?.status, 'failed');
+        // Failures at days 8, 10, 12 and 14: disabled at the fourth, six days into the new spell (counted
+        // from day 2, the first failure ever, it would have been the first).
+        assert.equal(second?.attempts, 4);
       } finally {
         await server.close();
       }

@@ -4,8 +4,13 @@ import { isConnectionLost } from './errors.js';
 /**
  * Runs `work` on one pooled connection inside BEGIN … COMMIT, rolling back if it throws. A connection
  * whose ROLLBACK also failed is in an unknown state, so it is destroyed instead of returned to the pool.
+ * `begin` may add statements to BEGIN (settings of the transaction): one round trip for all of them.
  */
-export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
+export async function inTransaction<T>(
+  pool: Pool,
+  work: (client: PoolClient) => Promise<T>,
+  begin = 'BEGIN',
+): Promise<T> {
   const client = await pool.connect();
   let broken: Error | undefined;
   // A connection that breaks (reset, server gone) rejects the statement under way and also emits
@@ -16,7 +21,7 @@ export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) =>
   };
   client.on('error', onError);
   try {
-    await client.query('BEGIN');
+    await client.query(begin);
     const result = await work(client);
     await client.query('COMMIT');
     return result;

@@ -28,7 +28,7 @@ const CLAIM_LOCK = 7_304_118_263_520_003n;
  * flushed: a server crash could lose the last of it, and the worst that costs is an attempt made again,
  * which at-least-once delivery allows. Changes and their events keep synchronous_commit on.
  */
-const RELAXED = 'SET LOCAL synchronous_commit = off';
+const BEGIN_RELAXED = 'BEGIN; SET LOCAL synchronous_commit = off';
 
 interface AttemptResult {
   delivery: ClaimedDelivery;
@@ -206,35 +206,36 @@ export class PostgresWebhookStore implements WebhookStore {
     limit: number,
     perEndpoint: number,
   ): Promise<ClaimedDelivery[]> {
-    return inTransaction(this.#pool, async (client) => {
-      await client.query(RELAXED);
-      await client.query({
-        name: 'webhooks_claim_lock',
-        text: 'SELECT pg_advisory_xact_lock($1)',
-        values: [CLAIM_LOCK],
-      });
-      const { rows: endpoints } = await client.query<EndpointRow & { leased: number }>({
-        name: 'webhooks_claim_endpoints',
-        text: `SELECT ${ENDPOINT_COLUMNS},
+    return inTransaction(
+      this.#pool,
+      async (client) => {
+        await client.query({
+          name: 'webhooks_claim_lock',
+          text: 'SELECT pg_advisory_xact_lock($1)',
+          values: [CLAIM_LOCK],
+        });
+        const { rows: endpoints } = await client.query<EndpointRow & { leased: number }>({
+          name: 'webhooks_claim_endpoints',
+          text: `SELECT ${ENDPOINT_COLUMNS},
                  (SELECT count(*)::int FROM webhook_deliveries d
                   WHERE d.endpoint_id = w.id AND d.lease_until > $1 AND d.status = 'pending') AS leased
                FROM webhook_endpoints w WHERE status = 'enabled' ORDER BY id`,
-        values: [now],
-      });
-      const claimed: ClaimedDelivery[] = [];
-      for (const endpoint of endpoints) {
-        const free = Math.min(perEndpoint - endpoint.leased, limit - claimed.length);
-        if (free <= 0) continue;
-        const { rows } = await client.query<{
-          event_id: bigint;
-          attempts: number;
-          type: EventType;
-          occurred_at: Date;
-          data: string;
-          trace_context: string | null;
-        }>({
-          name: 'webhooks_claim_due',
-          text: `WITH due AS (
+          values: [now],
+        });
+        const claimed: ClaimedDelivery[] = [];
+        for (const endpoint of endpoints) {
+          const free = Math.min(perEndpoint - endpoint.leased, limit - claimed.length);
+          if (free <= 0) continue;
+          const { rows } = await client.query<{
+            event_id: bigint;
+            attempts: number;
+            type: EventType;
+            occurred_at: Date;
+            data: string;
+            trace_context: string | null;
+          }>({
+            name: 'webhooks_claim_due',
+            text: `WITH due AS (
                    SELECT event_id FROM webhook_deliveries
                    WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at <= $2
                    ORDER BY next_attempt_at LIMIT $3
@@ -245,35 +246,37 @@ export class PostgresWebhookStore implements WebhookStore {
                  )
                  SELECT leased.event_id, leased.attempts, e.type, e.occurred_at, e.data, e.trace_context
                  FROM leased JOIN events e ON e.id = leased.event_id`,
-          values: [endpoint.id, now, free, leaseUntil],
-        });
-        const secrets = signingSecrets(
-          endpoint.secret,
-          endpoint.previous_secret ?? undefined,
-          endpoint.previous_secret_until ?? undefined,
-          now,
-        );
-        for (const row of rows)
-          claimed.push({
-            endpointId: endpoint.id,
-            eventId: row.event_id,
-            attempts: row.attempts,
-            url: endpoint.url,
-            secrets,
-            body: eventJson({
-              id: row.event_id,
-              type: row.type,
-              occurredAt: row.occurred_at,
-              data: row.data,
-            }),
-            eventType: row.type,
-            cause: row.trace_context ?? undefined,
-            leaseUntil,
+            values: [endpoint.id, now, free, leaseUntil],
           });
-        if (claimed.length >= limit) break;
-      }
-      return claimed;
-    });
+          const secrets = signingSecrets(
+            endpoint.secret,
+            endpoint.previous_secret ?? undefined,
+            endpoint.previous_secret_until ?? undefined,
+            now,
+          );
+          for (const row of rows)
+            claimed.push({
+              endpointId: endpoint.id,
+              eventId: row.event_id,
+              attempts: row.attempts,
+              url: endpoint.url,
+              secrets,
+              body: eventJson({
+                id: row.event_id,
+                type: row.type,
+                occurredAt: row.occurred_at,
+                data: row.data,
+              }),
+              eventType: row.type,
+              cause: row.trace_context ?? undefined,
+              leaseUntil,
+            });
+          if (claimed.length >= limit) break;
+        }
+        return claimed;
+      },
+      BEGIN_RELAXED,
+    );
   }
 
   /** Results arriving together share one transaction (as creates do). */
@@ -286,12 +289,55 @@ export class PostgresWebhookStore implements WebhookStore {
   }
 
   async #recordAll(results: readonly AttemptResult[]): Promise<AttemptRecorded[]> {
-    return inTransaction(this.#pool, async (client) => {
-      await client.query(RELAXED);
-      const recorded: AttemptRecorded[] = [];
-      for (const result of results) recorded.push(await this.#recordOne(client, result));
-      return recorded;
+    return inTransaction(
+      this.#pool,
+      async (client) => {
+        if (results.every(({ outcome }) => outcome.succeeded)) return this.#recordSuccesses(client, results);
+        // Failures in order: each may start an endpoint's failing spell or disable it.
+        const recorded: AttemptRecorded[] = [];
+        for (const result of results) recorded.push(await this.#recordOne(client, result));
+        return recorded;
+      },
+      BEGIN_RELAXED,
+    );
+  }
+
+  /** The common case, every attempt of the batch answered 2xx: two statements, however many there are. */
+  async #recordSuccesses(
+    client: pg.PoolClient,
+    results: readonly AttemptResult[],
+  ): Promise<AttemptRecorded[]> {
+    const { rows } = await client.query<{ endpoint_id: bigint; event_id: bigint }>({
+      name: 'webhooks_record_succeeded',
+      text: `UPDATE webhook_deliveries d SET status = 'succeeded', attempts = d.attempts + 1,
+               last_attempt_at = r.at, next_attempt_at = NULL, last_response_status = r.response_status,
+               last_error = NULL, lease_until = NULL
+             FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::int[])
+               AS r(endpoint_id, event_id, lease_until, at, response_status)
+             WHERE d.endpoint_id = r.endpoint_id AND d.event_id = r.event_id AND d.lease_until = r.lease_until
+             RETURNING d.endpoint_id, d.event_id`,
+      values: [
+        results.map(({ delivery }) => delivery.endpointId),
+        results.map(({ delivery }) => delivery.eventId),
+        results.map(({ delivery }) => delivery.leaseUntil),
+        results.map(({ outcome }) => outcome.at),
+        results.map(({ outcome }) => outcome.responseStatus ?? null),
+      ],
     });
+    // A lease that ran out and was taken again by another attempt: that one records instead.
+    const done = new Set(rows.map((row) => `${row.endpoint_id}/${row.event_id}`));
+    const recorded = results.map(({ delivery }) => done.has(`${delivery.endpointId}/${delivery.eventId}`));
+    const endpoints = [...new Set(rows.map((row) => row.endpoint_id))];
+    if (endpoints.length > 0)
+      await client.query({
+        name: 'webhooks_succeeded_many',
+        text: 'UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ANY ($1::bigint[]) AND failing_since IS NOT NULL',
+        values: [endpoints],
+      });
+    return recorded.map(
+      (ok): AttemptRecorded =>
+        ok ? { recorded: true, disabled: undefined, failed: false } : { recorded: false },
+    );
   }
 
   async #recordOne(
