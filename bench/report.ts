@@ -21,6 +21,11 @@ export interface Row {
   generatorCpuMicrosPerRequest?: number;
   /** The generator's CPU time over the run's wall-clock time: 1 is one core, all of it. */
   generatorBusy?: number;
+  /**
+   * create-with-webhook: webhook requests the receiver got while the load ran, per request answered.
+   * Below 1, deliveries were put off (they yield to requests) and their cost falls after the window.
+   */
+  deliveriesPerRequest?: number;
 }
 
 /**
@@ -102,16 +107,16 @@ export function renderReport(run: Run): string {
   if (withHook.length > 0) {
     lines.push('### create with one webhook endpoint against create without', '');
     lines.push(
-      '| target | pets | create req/s | with webhook req/s | kept (throughput) | CPU µs/req | with webhook CPU µs/req |',
+      '| target | pets | create req/s | with webhook req/s | kept (throughput) | CPU µs/req | with webhook CPU µs/req | deliveries per create, in the window |',
     );
-    lines.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+    lines.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
     for (const row of withHook) {
       const plain = run.rows.find(
         (r) => r.scenario === 'create' && r.target === row.target && r.size === row.size,
       );
       if (!plain) continue;
       lines.push(
-        `| ${row.target} | ${sizeLabel(row.size)} | ${Math.round(plain.requestsPerSecond)} | ${Math.round(row.requestsPerSecond)} | ${fixed(row.requestsPerSecond / plain.requestsPerSecond, 2)} | ${fixed(plain.cpuMicrosPerRequest, 0)} | ${fixed(row.cpuMicrosPerRequest, 0)} |`,
+        `| ${row.target} | ${sizeLabel(row.size)} | ${Math.round(plain.requestsPerSecond)} | ${Math.round(row.requestsPerSecond)} | ${fixed(row.requestsPerSecond / plain.requestsPerSecond, 2)} | ${fixed(plain.cpuMicrosPerRequest, 0)} | ${fixed(row.cpuMicrosPerRequest, 0)} | ${delivered(row)} |`,
       );
     }
     lines.push('');
@@ -177,6 +182,10 @@ export function renderReport(run: Run): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** Deliveries made in the window per create, or a dash for a run that did not count them. */
+const delivered = (row: Row | undefined): string =>
+  row?.deliveriesPerRequest === undefined ? '–' : fixed(row.deliveriesPerRequest, 2);
+
 /** The goals for the service's CPU per request, as a multiple of the Fastify floor's in the same run. */
 export const FLOOR_GOALS: Readonly<Record<string, number>> = { get: 2.0, list: 2.5, create: 2.0 };
 
@@ -220,9 +229,9 @@ export function renderHeadline(quiet: Run, busy: Run): string {
   if (hooked.length > 0) {
     lines.push(
       '',
-      '| target | pets | create with one webhook endpoint, CPU per request × create without: quiet | with a neighbour | goal |',
+      '| target | pets | create with one webhook endpoint, CPU per request × create without: quiet | with a neighbour | goal | deliveries per create in the window: quiet | with a neighbour |',
     );
-    lines.push('| --- | ---: | ---: | ---: | ---: |');
+    lines.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: |');
     const cost = (run: Run, row: Row) => {
       const hook = run.rows.find(
         (r) => r.scenario === 'create-with-webhook' && r.target === row.target && r.size === row.size,
@@ -232,9 +241,11 @@ export function renderHeadline(quiet: Run, busy: Run): string {
       );
       return hook && plain ? fixed(hook.cpuMicrosPerRequest / plain.cpuMicrosPerRequest, 2) : '–';
     };
+    const twin = (run: Run, row: Row) =>
+      run.rows.find((r) => r.scenario === row.scenario && r.target === row.target && r.size === row.size);
     for (const row of hooked)
       lines.push(
-        `| ${row.target} | ${sizeLabel(row.size)} | ${cost(quiet, row)} | ${cost(busy, row)} | ≤ 1.15 |`,
+        `| ${row.target} | ${sizeLabel(row.size)} | ${cost(quiet, row)} | ${cost(busy, row)} | ≤ 1.15 | ${delivered(row)} | ${delivered(twin(busy, row))} |`,
       );
   }
   return `${lines.join('\n')}\n`;

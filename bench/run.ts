@@ -237,7 +237,7 @@ async function load(
   target: Target,
   scenario: Scenario,
   duration: number,
-): Promise<LoadResult & { peakRss: number; cpuMicros: number }> {
+): Promise<LoadResult & { peakRss: number; cpuMicros: number; delivered?: number }> {
   const spec: LoadSpec = {
     url: target.url,
     key: target.key,
@@ -249,6 +249,7 @@ async function load(
   let peakRss = 0;
   const pid = target.child.pid as number;
   const cpuBefore = cpuMicros(pid);
+  const receivedBefore = webhooksReceived;
   const sampler = setInterval(() => {
     peakRss = Math.max(peakRss, residentBytes(pid));
   }, 100);
@@ -258,6 +259,7 @@ async function load(
       ...result,
       peakRss: Math.max(peakRss, residentBytes(pid)),
       cpuMicros: cpuMicros(pid) - cpuBefore,
+      ...(hook ? { delivered: webhooksReceived - receivedBefore } : {}),
     };
   } finally {
     clearInterval(sampler);
@@ -274,7 +276,10 @@ async function registerWebhook(target: Target): Promise<(() => Promise<void>) | 
   receiver ??= await new Promise<Server>((resolve) => {
     const server = createHttpServer((req, res) => {
       req.resume();
-      req.on('end', () => res.writeHead(204).end());
+      req.on('end', () => {
+        webhooksReceived += 1;
+        res.writeHead(204).end();
+      });
     });
     server.listen(0, '127.0.0.1', () => resolve(server));
   });
@@ -294,6 +299,8 @@ async function registerWebhook(target: Target): Promise<(() => Promise<void>) | 
 }
 
 let receiver: Server | undefined;
+/** Every webhook request the receiver has answered, so a window's deliveries are a difference. */
+let webhooksReceived = 0;
 
 /** What the Express version implements (its cursors are its own, so it has no deep pages). */
 const EXPRESS_SCENARIOS: ReadonlySet<Scenario> = new Set(['list', 'list-status', 'get', 'create']);
@@ -417,6 +424,9 @@ async function main(): Promise<void> {
               cpuMicrosPerRequest: result.cpuMicros / requests,
               generatorCpuMicrosPerRequest: result.generatorCpuMicros / requests,
               generatorBusy: result.generatorCpuMicros / result.wallMicros,
+              ...(result.delivered === undefined
+                ? {}
+                : { deliveriesPerRequest: result.delivered / requests }),
             });
           }
         }

@@ -73,17 +73,17 @@ test('when a run had a neighbour, then its header says what it was; a run withou
 });
 
 test("when a quiet run and a run with a neighbour are rendered as the headline, then each service row gives both multiples of its own run's floor beside the goal", () => {
-  const rows = (floor: number, get: number, create: number, hooked: number) => [
+  const rows = (floor: number, get: number, create: number, hooked: number, delivered: number) => [
     row('fastify floor (fixed bytes)', 'floor', floor),
     row('sqlite', 'sqlite', get),
     row('fastify floor (fixed bytes)', 'floor', floor + 10, 10_000, 'create'),
     row('sqlite', 'sqlite', create, 10_000, 'create'),
     row('fastify floor (fixed bytes)', 'floor', floor + 10, 10_000, 'create-with-webhook'),
-    row('sqlite', 'sqlite', hooked, 10_000, 'create-with-webhook'),
+    { ...row('sqlite', 'sqlite', hooked, 10_000, 'create-with-webhook'), deliveriesPerRequest: delivered },
   ];
   const headline = renderHeadline(
-    run(rows(20, 50, 60, 66)),
-    run(rows(25, 80, 70, 91), 'a busy loop on CPU 1'),
+    run(rows(20, 50, 60, 66, 1)),
+    run(rows(25, 80, 70, 91, 0.125), 'a busy loop on CPU 1'),
   );
   assert.deepEqual(cells(headline, 'get'), [
     'get',
@@ -113,6 +113,26 @@ test("when a quiet run and a run with a neighbour are rendered as the headline, 
     '–',
   ]);
   // Create with one endpoint against create without, in each condition.
-  assert.deepEqual(cells(headline, 'sqlite'), ['sqlite', '10k', '1.10', '1.30', '≤ 1.15']);
+  // … and how many deliveries were made in the window per create (fewer than one: some were put off).
+  assert.deepEqual(cells(headline, 'sqlite'), ['sqlite', '10k', '1.10', '1.30', '≤ 1.15', '1.00', '0.13']);
   assert.match(headline, /With a neighbour: .*a busy loop on CPU 1/);
+});
+
+test('when a run had create-with-webhook, then its table gives the deliveries made in the window per create beside the throughput kept and the CPU', () => {
+  const report = renderReport(
+    run([
+      { ...row('sqlite', 'sqlite', 60, 10_000, 'create'), requestsPerSecond: 1000 },
+      {
+        ...row('sqlite', 'sqlite', 66, 10_000, 'create-with-webhook'),
+        requestsPerSecond: 900,
+        deliveriesPerRequest: 0.25,
+      },
+      { ...row('postgres', 'postgres', 100, 10_000, 'create'), requestsPerSecond: 500 },
+      { ...row('postgres', 'postgres', 150, 10_000, 'create-with-webhook'), requestsPerSecond: 250 },
+    ]),
+  );
+  const table = report.slice(report.indexOf('### create with one webhook endpoint against create without'));
+  assert.deepEqual(cells(table, 'sqlite'), ['sqlite', '10k', '1000', '900', '0.90', '60', '66', '0.25']);
+  // A run from before the count: a dash, not a zero.
+  assert.deepEqual(cells(table, 'postgres'), ['postgres', '10k', '500', '250', '0.50', '100', '150', '–']);
 });
