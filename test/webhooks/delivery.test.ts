@@ -434,7 +434,9 @@ for (const backend of backends) {
     });
 
     test('when every delivery to an endpoint has failed for WEBHOOK_DISABLE_AFTER with no success between, then it is disabled ("failing") and its pending deliveries end', async () => {
-      // The service's clock runs, and jumps two days at each attempt the receiver gets.
+      // The service's clock runs, and jumps a minute at each attempt the receiver gets: less than a lease
+      // (WEBHOOK_TIMEOUT_MS + 5 s), so a jump never ends the lease of the attempt under way, and no claim
+      // made meanwhile can take the delivery a second time.
       let offset = 0;
       const server = await startTestServer({
         backend,
@@ -442,15 +444,16 @@ for (const backend of backends) {
         env: {
           WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
           WEBHOOK_RETRY_SCHEDULE: '1ms,1ms,1ms,1ms',
-          WEBHOOK_DISABLE_AFTER: '5d',
+          WEBHOOK_TIMEOUT_MS: '120000',
+          WEBHOOK_DISABLE_AFTER: '150s',
         },
       });
       try {
         receiver.answer((_request, n) => {
-          // Each attempt is answered two days after the one before: failures at days 2, 4, 6, 8. The
-          // third is four days after the first failure, the fourth six: it disables the endpoint, one
+          // Each attempt is answered a minute after the one before: failures at minutes 1, 2, 3, 4. The
+          // third is two minutes after the first failure, the fourth three: it disables the endpoint, one
           // attempt before the schedule (five attempts) would have run out.
-          offset += 2 * 86_400_000;
+          offset += 60_000;
           return { status: 500, body: `attempt ${n}` };
         });
         const created = await server.request('POST', '/v1/webhook-endpoints', {
@@ -469,11 +472,7 @@ for (const backend of backends) {
           await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}/deliveries`)
         ).json<DeliveryBody[]>();
         assert.equal(delivery?.status, 'failed');
-        assert.equal(
-          delivery?.attempts,
-          4,
-          'disabled at the first failure five days or more after the first',
-        );
+        assert.equal(delivery?.attempts, 4, 'disabled at the first failure 150 s or more after the first');
         assert.equal(receiver.received.filter((r) => r.path === '/failing').length, 4);
       } finally {
         await server.close();
@@ -481,7 +480,7 @@ for (const backend of backends) {
     });
 
     test('when a delivery succeeds between failures, then the failing spell starts again at the next failure: WEBHOOK_DISABLE_AFTER is counted from there', async () => {
-      // As above, each attempt answered two days after the one before: attempt n is recorded at day 2n.
+      // As above, each attempt answered a minute after the one before: attempt n is recorded at minute n.
       let offset = 0;
       const server = await startTestServer({
         backend,
@@ -489,17 +488,18 @@ for (const backend of backends) {
         env: {
           WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
           WEBHOOK_RETRY_SCHEDULE: '1ms,1ms,1ms,1ms',
-          WEBHOOK_DISABLE_AFTER: '5d',
+          WEBHOOK_TIMEOUT_MS: '120000',
+          WEBHOOK_DISABLE_AFTER: '150s',
         },
       });
       try {
         let n = 0;
         receiver.answer((request) => {
           if (request.path !== '/recovering') return { status: 204 };
-          offset += 2 * 86_400_000;
+          offset += 60_000;
           n += 1;
-          // The first event: failures at days 2 and 4, then a success at day 6. The second: failures
-          // from day 8 on, which is six days after the first failure but the first of a new spell.
+          // The first event: failures at minutes 1 and 2, then a success at 3. The second: failures from
+          // minute 4 on, three minutes after the first failure but the first of a new spell.
           return n === 3 ? { status: 204 } : { status: 500, body: `attempt ${n}` };
         });
         const endpoint = (
@@ -527,8 +527,8 @@ for (const backend of backends) {
         assert.equal(got.disabledReason, 'failing');
         const [second] = await listed();
         assert.equal(second?.status, 'failed');
-        // Failures at days 8, 10, 12 and 14: disabled at the fourth, six days into the new spell (counted
-        // from day 2, the first failure ever, it would have been the first).
+        // Failures at minutes 4, 5, 6 and 7: disabled at the fourth, three minutes into the new spell
+        // (counted from minute 1, the first failure ever, it would have been the first).
         assert.equal(second?.attempts, 4);
       } finally {
         await server.close();
