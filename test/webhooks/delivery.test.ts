@@ -433,10 +433,13 @@ for (const backend of backends) {
       }
     });
 
-    test('when every delivery to an endpoint has failed for WEBHOOK_DISABLE_AFTER with no success between, then it is disabled ("failing") and its pending deliveries end', async () => {
-      // The service's clock runs, and jumps a minute at each attempt the receiver gets: less than a lease
-      // (WEBHOOK_TIMEOUT_MS + 5 s), so a jump never ends the lease of the attempt under way, and no claim
-      // made meanwhile can take the delivery a second time.
+    /**
+     * A service whose clock runs and moves a minute at each attempt the receiver answers (`minutePassed`):
+     * attempt n is recorded at minute n. A minute is less than a lease (WEBHOOK_TIMEOUT_MS + 5 s), so a
+     * jump never ends the lease of the attempt under way and no claim made meanwhile takes it again.
+     * Four retries, 1 ms apart; disabled after 150 s of failures.
+     */
+    const startFailingSpellServer = async () => {
       let offset = 0;
       const server = await startTestServer({
         backend,
@@ -448,29 +451,40 @@ for (const backend of backends) {
           WEBHOOK_DISABLE_AFTER: '150s',
         },
       });
-      try {
-        receiver.answer((_request, n) => {
-          // Each attempt is answered a minute after the one before: failures at minutes 1, 2, 3, 4. The
-          // third is two minutes after the first failure, the fourth three: it disables the endpoint, one
-          // attempt before the schedule (five attempts) would have run out.
-          offset += 60_000;
-          return { status: 500, body: `attempt ${n}` };
-        });
-        const created = await server.request('POST', '/v1/webhook-endpoints', {
-          body: { url: receiver.url('/failing') },
-        });
-        const endpoint = created.json<Endpoint>();
-        await server.request('POST', '/v1/pets', { body: { name: 'failing', categoryId: 1 } });
-        const got = await poll('the endpoint to be disabled', async () => {
+      const minutePassed = () => {
+        offset += 60_000;
+      };
+      const disabled = (endpoint: Endpoint) =>
+        poll('the endpoint to be disabled', async () => {
           const res = (await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}`)).json<
             Endpoint & { disabledReason?: string }
           >();
           return res.status === 'disabled' ? res : undefined;
         });
-        assert.equal(got.disabledReason, 'failing');
-        const [delivery] = (
-          await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}/deliveries`)
-        ).json<DeliveryBody[]>();
+      const listed = async (endpoint: Endpoint) =>
+        (await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}/deliveries`)).json<
+          DeliveryBody[]
+        >();
+      const register = async (path: string) =>
+        (
+          await server.request('POST', '/v1/webhook-endpoints', { body: { url: receiver.url(path) } })
+        ).json<Endpoint>();
+      return { server, minutePassed, disabled, listed, register };
+    };
+
+    test('when every delivery to an endpoint has failed for WEBHOOK_DISABLE_AFTER with no success between, then it is disabled ("failing") and its pending deliveries end', async () => {
+      const { server, minutePassed, disabled, listed, register } = await startFailingSpellServer();
+      try {
+        receiver.answer((_request, n) => {
+          // Failures at minutes 1, 2, 3, 4. The third is two minutes after the first failure, the fourth
+          // three: it disables the endpoint, one attempt before the schedule (five attempts) runs out.
+          minutePassed();
+          return { status: 500, body: `attempt ${n}` };
+        });
+        const endpoint = await register('/failing');
+        await server.request('POST', '/v1/pets', { body: { name: 'failing', categoryId: 1 } });
+        assert.equal((await disabled(endpoint)).disabledReason, 'failing');
+        const [delivery] = await listed(endpoint);
         assert.equal(delivery?.status, 'failed');
         assert.equal(delivery?.attempts, 4, 'disabled at the first failure 150 s or more after the first');
         assert.equal(receiver.received.filter((r) => r.path === '/failing').length, 4);
@@ -480,52 +494,27 @@ for (const backend of backends) {
     });
 
     test('when a delivery succeeds between failures, then the failing spell starts again at the next failure: WEBHOOK_DISABLE_AFTER is counted from there', async () => {
-      // As above, each attempt answered a minute after the one before: attempt n is recorded at minute n.
-      let offset = 0;
-      const server = await startTestServer({
-        backend,
-        now: () => new Date(Date.now() + offset),
-        env: {
-          WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
-          WEBHOOK_RETRY_SCHEDULE: '1ms,1ms,1ms,1ms',
-          WEBHOOK_TIMEOUT_MS: '120000',
-          WEBHOOK_DISABLE_AFTER: '150s',
-        },
-      });
+      const { server, minutePassed, disabled, listed, register } = await startFailingSpellServer();
       try {
         let n = 0;
         receiver.answer((request) => {
           if (request.path !== '/recovering') return { status: 204 };
-          offset += 60_000;
+          minutePassed();
           n += 1;
           // The first event: failures at minutes 1 and 2, then a success at 3. The second: failures from
           // minute 4 on, three minutes after the first failure but the first of a new spell.
           return n === 3 ? { status: 204 } : { status: 500, body: `attempt ${n}` };
         });
-        const endpoint = (
-          await server.request('POST', '/v1/webhook-endpoints', {
-            body: { url: receiver.url('/recovering') },
-          })
-        ).json<Endpoint>();
-        const listed = async () =>
-          (await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}/deliveries`)).json<
-            DeliveryBody[]
-          >();
+        const endpoint = await register('/recovering');
         await server.request('POST', '/v1/pets', { body: { name: 'first', categoryId: 1 } });
         const [first] = await poll('the first delivery to succeed', async () => {
-          const list = await listed();
+          const list = await listed(endpoint);
           return list[0]?.status === 'succeeded' ? list : undefined;
         });
         assert.equal(first?.attempts, 3);
         await server.request('POST', '/v1/pets', { body: { name: 'second', categoryId: 1 } });
-        const got = await poll('the endpoint to be disabled', async () => {
-          const res = (await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}`)).json<
-            Endpoint & { disabledReason?: string }
-          >();
-          return res.status === 'disabled' ? res : undefined;
-        });
-        assert.equal(got.disabledReason, 'failing');
-        const [second] = await listed();
+        assert.equal((await disabled(endpoint)).disabledReason, 'failing');
+        const [second] = await listed(endpoint);
         assert.equal(second?.status, 'failed');
         // Failures at minutes 4, 5, 6 and 7: disabled at the fourth, three minutes into the new spell
         // (counted from minute 1, the first failure ever, it would have been the first).
