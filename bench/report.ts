@@ -208,6 +208,9 @@ export function renderHeadline(quiet: Run, busy: Run): string {
     return `${fixed(row.cpuMicrosPerRequest, 0)} / ${fixed(floor, 0)} | **${fixed(times, 2)}**`;
   };
   const services = quiet.rows.filter((r) => r.backend === 'sqlite' || r.backend === 'postgres');
+  /** The same scenario, target and size in the other run. */
+  const twin = (run: Run, row: Row) =>
+    run.rows.find((r) => r.scenario === row.scenario && r.target === row.target && r.size === row.size);
   const lines = [
     `Quiet: ${quiet.date}, \`${quiet.command}\`, load average ${fixed(quiet.loadAverage?.[0] ?? Number.NaN, 2)} → ${fixed(quiet.loadAverage?.[1] ?? Number.NaN, 2)}. ` +
       `With a neighbour: ${busy.date}, \`${busy.command}\` (${busy.neighbour ?? 'no neighbour recorded'}). ` +
@@ -217,12 +220,9 @@ export function renderHeadline(quiet: Run, busy: Run): string {
     '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
   for (const row of services) {
-    const twin = busy.rows.find(
-      (r) => r.scenario === row.scenario && r.target === row.target && r.size === row.size,
-    );
     const goal = FLOOR_GOALS[row.scenario];
     lines.push(
-      `| ${row.scenario} | ${row.target} | ${sizeLabel(row.size)} | ${cell(quiet, row)} | ${cell(busy, twin)} | ${goal === undefined ? '–' : `≤ ${fixed(goal, 1)}`} |`,
+      `| ${row.scenario} | ${row.target} | ${sizeLabel(row.size)} | ${cell(quiet, row)} | ${cell(busy, twin(busy, row))} | ${goal === undefined ? '–' : `≤ ${fixed(goal, 1)}`} |`,
     );
   }
   const hooked = services.filter((r) => r.scenario === 'create-with-webhook');
@@ -241,8 +241,6 @@ export function renderHeadline(quiet: Run, busy: Run): string {
       );
       return hook && plain ? fixed(hook.cpuMicrosPerRequest / plain.cpuMicrosPerRequest, 2) : '–';
     };
-    const twin = (run: Run, row: Row) =>
-      run.rows.find((r) => r.scenario === row.scenario && r.target === row.target && r.size === row.size);
     for (const row of hooked)
       lines.push(
         `| ${row.target} | ${sizeLabel(row.size)} | ${cost(quiet, row)} | ${cost(busy, row)} | ≤ 1.15 | ${delivered(row)} | ${delivered(twin(busy, row))} |`,

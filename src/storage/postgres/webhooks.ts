@@ -326,7 +326,6 @@ export class PostgresWebhookStore implements WebhookStore {
     });
     // A lease that ran out and was taken again by another attempt: that one records instead.
     const done = new Set(rows.map((row) => `${row.endpoint_id}/${row.event_id}`));
-    const recorded = results.map(({ delivery }) => done.has(`${delivery.endpointId}/${delivery.eventId}`));
     const endpoints = [...new Set(rows.map((row) => row.endpoint_id))];
     if (endpoints.length > 0)
       await client.query({
@@ -334,9 +333,11 @@ export class PostgresWebhookStore implements WebhookStore {
         text: 'UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ANY ($1::bigint[]) AND failing_since IS NOT NULL',
         values: [endpoints],
       });
-    return recorded.map(
-      (ok): AttemptRecorded =>
-        ok ? { recorded: true, disabled: undefined, failed: false } : { recorded: false },
+    return results.map(
+      ({ delivery }): AttemptRecorded =>
+        done.has(`${delivery.endpointId}/${delivery.eventId}`)
+          ? { recorded: true, disabled: undefined, failed: false }
+          : { recorded: false },
     );
   }
 
