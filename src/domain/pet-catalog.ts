@@ -1,3 +1,4 @@
+import { type Awaitable, andThen } from './awaitable.js';
 import { IdempotencyKeyReusedError } from './errors.js';
 import { eventCause } from './event-cause.js';
 import { idempotencyClaim, requestHashOf } from './idempotency.js';
@@ -52,13 +53,15 @@ export class PetCatalog {
    * meanwhile), as the JSON the API sends, written by the store: the rows never become JavaScript
    * objects to be serialised again.
    */
-  async listJson(query: PetQuery): Promise<PetPageAsJson> {
+  listJson(query: PetQuery): Awaitable<PetPageAsJson> {
     const limit = query.limit ?? DEFAULT_PAGE_SIZE;
     const filter = { status: query.status, ids: query.ids && idSet(query.ids) };
     const afterId = query.cursor ? this.#cursors.decode(query.cursor, filter).afterId : 0n;
-    const { json, lastIdIfMore } = await this.#store.listJson({ afterId, ...filter, limit });
-    if (lastIdIfMore === undefined) return { json };
-    return { json, nextCursor: this.#cursors.encode({ afterId: lastIdIfMore, ...filter }) };
+    return andThen(this.#store.listJson({ afterId, ...filter, limit }), ({ json, lastIdIfMore }) =>
+      lastIdIfMore === undefined
+        ? { json }
+        : { json, nextCursor: this.#cursors.encode({ afterId: lastIdIfMore, ...filter }) },
+    );
   }
 
   /**
@@ -87,7 +90,7 @@ export class PetCatalog {
   }
 
   /** getPet: the pet as the JSON object the API sends, written by the store; undefined when there is none. */
-  findJson(id: bigint): Promise<string | undefined> {
+  findJson(id: bigint): Awaitable<string | undefined> {
     return this.#store.findJsonById(id);
   }
 }

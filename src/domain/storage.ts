@@ -1,4 +1,5 @@
 import type { ApiKeyScope } from './api-keys.js';
+import type { Awaitable } from './awaitable.js';
 import type { EventStore } from './events.js';
 import type { Order, OrderSettlement, OrderStatus } from './order.js';
 import type { Pet, PetStatus } from './pet.js';
@@ -108,12 +109,15 @@ export interface PetStore {
    */
   createMany(pets: readonly PetRecordInput[]): Promise<Pet[]>;
   findById(id: bigint): Promise<Pet | undefined>;
-  /** The pet as the JSON object the API sends (see PetPageJson), or undefined. */
-  findJsonById(id: bigint): Promise<string | undefined>;
+  /**
+   * The pet as the JSON object the API sends (see PetPageJson), or undefined. Like listJson, a read on
+   * the request path: an adapter that answers synchronously returns the value itself (Awaitable).
+   */
+  findJsonById(id: bigint): Awaitable<string | undefined>;
   /** Pets in ascending id order. Without a status, also how migrate-data reads every pet, batch by batch. */
   list(query: PetListQuery): Promise<Pet[]>;
   /** The page `list` would return, as the JSON the API sends, and whether more pets follow it. */
-  listJson(query: PetListQuery): Promise<PetPageJson>;
+  listJson(query: PetListQuery): Awaitable<PetPageJson>;
   count(): Promise<number>;
   /**
    * Stores pets copied from another database, ids kept, in one transaction. A pet whose id is already

@@ -1,4 +1,5 @@
 import type { FastifyReply, preValidationHookHandler } from 'fastify';
+import type { Awaitable } from '../../domain/awaitable.js';
 import { ApiError } from '../errors.js';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -10,6 +11,17 @@ const JSON_TYPE = 'application/json; charset=utf-8';
  */
 export function sendJson(reply: FastifyReply, json: string): FastifyReply {
   return reply.type(JSON_TYPE).send(json);
+}
+
+/**
+ * What a handler that sends its answer itself returns, given what sending gave: the promise of a reply
+ * sent later (a read from PostgreSQL), which settles once the answer is written, as Fastify's `return
+ * reply` does; or nothing for a reply sent at once (a read from SQLite), which costs no promise. A
+ * handler must not return a reply sent at once: Fastify would wait on it as on a promise, and a handler
+ * whose promise settles before the answer is written (compression writes it later) is sent again, empty.
+ */
+export function sentBy(sending: Awaitable<FastifyReply>): Promise<FastifyReply> | undefined {
+  return sending instanceof Promise ? sending : undefined;
 }
 
 /**

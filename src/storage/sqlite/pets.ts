@@ -199,11 +199,12 @@ export class SqlitePetStore implements PetStore {
     return row && toPet(row);
   }
 
-  async findJsonById(id: bigint): Promise<string | undefined> {
+  // Synchronous, as better-sqlite3 is: a read answered at once needs no promise (Awaitable).
+  findJsonById(id: bigint): string | undefined {
     return this.#jsonById.get(id);
   }
 
-  async listJson({ afterId, status, ids, limit }: PetListQuery): Promise<PetPageJson> {
+  listJson({ afterId, status, ids, limit }: PetListQuery): PetPageJson {
     const [page, pageByStatus] = this.#jsonPageStatements(limit);
     const [json, lastId, more] = (
       ids
