@@ -42,6 +42,8 @@ export interface Run {
   workers: number;
   connections: number;
   seconds: number;
+  /** How many turns the targets of each scenario took, each measured `seconds` (absent: one). */
+  rounds?: number;
   /** The load generator and how it ran (absent in runs made with autocannon). */
   generator?: string;
   /** The machine's 1-minute load average when the run started and when it ended. */
@@ -53,6 +55,11 @@ export interface Run {
   bareQueries: Record<string, Record<string, number>>;
 }
 
+/** How long each target was measured in a scenario: one window (`single`), or --rounds turns taken in turn. */
+const measured = (run: Run, single: string) =>
+  (run.rounds ?? 1) > 1
+    ? `${run.rounds} rounds of ${run.seconds} s per target, the targets taking turns`
+    : `${run.seconds} s ${single}`;
 const fixed = (value: number, digits: number) => value.toFixed(digits);
 const sizeLabel = (size: number) => (size >= 1_000_000 ? `${size / 1_000_000}M` : `${size / 1000}k`);
 
@@ -61,7 +68,7 @@ export function renderReport(run: Run): string {
     `Date: ${run.date}. Command: \`${run.command}\`.`,
     '',
     `Machine: ${run.machine.nproc} cores (${run.machine.cpu}), ${run.machine.memoryGiB} GiB memory, Node.js ${run.machine.node}; ` +
-      `${run.connections} connections, ${run.seconds} s per run, ${run.workers} worker(s) per service.` +
+      `${run.connections} connections, ${measured(run, 'per run')}, ${run.workers} worker(s) per service.` +
       (run.generator ? ` Load generator: ${run.generator}.` : '') +
       (run.loadAverage
         ? ` Load average (1 min): ${fixed(run.loadAverage[0], 2)} at the start, ${fixed(run.loadAverage[1], 2)} at the end.`
@@ -214,7 +221,7 @@ export function renderHeadline(quiet: Run, busy: Run): string {
   const lines = [
     `Quiet: ${quiet.date}, \`${quiet.command}\`, load average ${fixed(quiet.loadAverage?.[0] ?? Number.NaN, 2)} → ${fixed(quiet.loadAverage?.[1] ?? Number.NaN, 2)}. ` +
       `With a neighbour: ${busy.date}, \`${busy.command}\` (${busy.neighbour ?? 'no neighbour recorded'}). ` +
-      `Machine: ${quiet.machine.nproc} cores (${quiet.machine.cpu}), Node.js ${quiet.machine.node}; ${quiet.connections} connections, ${quiet.seconds} s per target.`,
+      `Machine: ${quiet.machine.nproc} cores (${quiet.machine.cpu}), Node.js ${quiet.machine.node}; ${quiet.connections} connections, ${measured(quiet, 'per target')}.`,
     '',
     '| scenario | target | pets | quiet: CPU µs/req, service / floor | quiet: × floor | neighbour: CPU µs/req, service / floor | neighbour: × floor | goal |',
     '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |',

@@ -1,8 +1,9 @@
 /**
  * The benchmark: `npm run bench [-- --quick] [--workers N] [--backends sqlite,postgres] [--sizes 10000,1000000]
  * [--seconds 10] [--connections 32] [--scenarios list,get,…] [--log-level info] [--env NAME=VALUE …]
- * [--stored-key] [--tracing off,100%,1%] [--pin] [--neighbour]`; `--neighbour` keeps the last CPU busy (a
- * busy loop) for the whole run; `--tracing` runs the service once per mode, side by side:
+ * [--stored-key] [--tracing off,100%,1%] [--pin] [--neighbour] [--rounds N]`; `--neighbour` keeps the last CPU
+ * busy (a busy loop) for the whole run; `--rounds N` measures each scenario in N turns, every target
+ * --seconds in each, combined per target (bench/rounds.ts); `--tracing` runs the service once per mode, side by side:
  * tracing off, on with every trace kept, on with 1% kept (spans exported over OTLP/HTTP to a sink in
  * this process that answers 200 at once); `--stored-key` sends a key made with `petstore keys create` (looked up, its expiry
  * checked and its use noted for `keys list`) instead of one from PETSTORE_API_KEYS (answered in memory);
@@ -31,7 +32,7 @@ import { CursorCodec } from '../src/domain/paging.js';
 import { openStorage } from '../src/storage/open-storage.js';
 import { adminQuery, createDatabase, type ThrowawayDatabase } from '../support/postgres-admin.js';
 import { startServe } from '../support/service-process.js';
-import { ensureWrk, type LoadResult, runLoad } from './load.js';
+import { ensureWrk, runLoad } from './load.js';
 import {
   serviceEnv as baseServiceEnv,
   CLI,
@@ -51,6 +52,7 @@ import {
   waitUntilUp as waitUntilUpWith,
 } from './processes.js';
 import { type Row, type Run, renderHeadline, renderReport } from './report.js';
+import { combineWindows, type Window } from './rounds.js';
 import { type Dataset, type LoadSpec, SCENARIOS, type Scenario, trafficFor } from './scenarios.js';
 
 const KEY = `bench-${randomBytes(16).toString('hex')}`;
@@ -68,6 +70,8 @@ const { values: args, positionals } = parseArgs({
     pin: { type: 'boolean', default: false },
     /** Keeps the last CPU busy with a CPU-bound process for the whole run: a machine that is not quiet. */
     neighbour: { type: 'boolean', default: false },
+    /** The targets of a scenario take turns this many times, each measured --seconds a turn. */
+    rounds: { type: 'string', default: '1' },
     scenarios: { type: 'string', default: SCENARIOS.join(',') },
     'log-level': { type: 'string' },
     env: { type: 'string', multiple: true, default: [] },
@@ -96,6 +100,8 @@ const TARGET_CPUS = availableParallelism() > 2 ? `0-${availableParallelism() - 2
 const workers = Number(args.workers);
 const connections = Number(args.connections);
 const seconds = Number(args.seconds ?? (quick ? 2 : 10));
+const rounds = Number(args.rounds);
+if (!Number.isSafeInteger(rounds) || rounds < 1) throw new Error('--rounds takes a whole number, 1 or more');
 const sizes = (args.sizes ?? (quick ? '10000' : '10000,1000000')).split(',').map(Number);
 const wanted = (args.backends as string).split(',');
 const scenarios = SCENARIOS.filter((scenario) => (args.scenarios as string).split(',').includes(scenario));
@@ -233,11 +239,7 @@ async function startService(
   };
 }
 
-async function load(
-  target: Target,
-  scenario: Scenario,
-  duration: number,
-): Promise<LoadResult & { peakRss: number; cpuMicros: number; delivered?: number }> {
+async function load(target: Target, scenario: Scenario, duration: number): Promise<Window> {
   const spec: LoadSpec = {
     url: target.url,
     key: target.key,
@@ -405,11 +407,21 @@ async function main(): Promise<void> {
           }
         }
         for (const scenario of scenarios) {
-          for (const target of targets) {
-            if (target.backend === 'express' && !EXPRESS_SCENARIOS.has(scenario)) continue;
-            if (!quick) await load(target, scenario, 1); // warm-up: JIT, caches, connection pools
-            log(`${scenario}: ${target.name}, ${size} pets, ${seconds} s`);
-            const result = await load(target, scenario, seconds);
+          const measured = targets.filter(
+            (target) => target.backend !== 'express' || EXPRESS_SCENARIOS.has(scenario),
+          );
+          const windows = new Map<Target, Window[]>(measured.map((target) => [target, []]));
+          for (let round = 1; round <= rounds; round++) {
+            for (const target of measured) {
+              // Warm-up (JIT, caches, connection pools) before a target's first window only.
+              if (!quick && round === 1) await load(target, scenario, 1);
+              const turn = rounds > 1 ? `, round ${round} of ${rounds}` : '';
+              log(`${scenario}: ${target.name}, ${size} pets, ${seconds} s${turn}`);
+              windows.get(target)?.push(await load(target, scenario, seconds));
+            }
+          }
+          for (const target of measured) {
+            const result = combineWindows(windows.get(target) ?? []);
             const requests = Math.max(1, result.requests);
             rows.push({
               scenario,
@@ -458,6 +470,7 @@ async function main(): Promise<void> {
     workers,
     connections,
     seconds,
+    ...(rounds > 1 ? { rounds } : {}),
     generator: `wrk, 1 thread${pin ? `, pinned to CPU ${GENERATOR_CPU} (targets on ${TARGET_CPUS})` : ''}`,
     loadAverage: [loadBefore, loadavg()[0] as number] as [number, number],
     ...(neighbour
