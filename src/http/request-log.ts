@@ -23,6 +23,8 @@ function definedParameters(request: FastifyRequest): ReadonlySet<string> {
 }
 
 function decodedName(name: string): string {
+  // Most names have nothing to decode: no exception handler, no copies.
+  if (!name.includes('%') && !name.includes('+')) return name;
   try {
     return decodeURIComponent(name.replaceAll('+', ' '));
   } catch {

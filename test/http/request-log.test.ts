@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { newApiKey } from '../../src/domain/api-keys.js';
-import { levelOf } from '../../src/http/request-log.js';
+import { levelOf, loggableUrl } from '../../src/http/request-log.js';
 import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 import { jsonLines, startServe } from '../../support/service-process.js';
 import { backends, sqlite } from '../support/backends.js';
@@ -361,4 +361,14 @@ describe('request lines: warn for 429 and 503, error for a 500, and the connecti
       503: 'warn',
     });
   });
+});
+
+test("when a logged URL spells a parameter's name with percent-escapes or a +, then it is that parameter: its value is kept if the operation defines it, redacted if not", () => {
+  const defined = new Set(['limit', 'status', 'a b']);
+  assert.equal(
+    loggableUrl('/v1/pets?li%6Dit=5&%73tatus=sold&a+b=1&api%5Fkey=pst_secret&limit=7', defined),
+    '/v1/pets?li%6Dit=5&%73tatus=sold&a+b=1&api%5Fkey=[redacted]&limit=7',
+  );
+  // A name that does not decode is kept as it is, and is not one the operation defines.
+  assert.equal(loggableUrl('/v1/pets?%E0%A4%A=x&limit=2', defined), '/v1/pets?%E0%A4%A=[redacted]&limit=2');
 });
