@@ -24,11 +24,13 @@ import { inTransaction } from './transaction.js';
 /** Claimers on every node take turns under this lock: the per-endpoint bound counts every node's leases. */
 const CLAIM_LOCK = 7_304_118_263_520_003n;
 /**
- * Delivery bookkeeping (leases, attempt results) commits without waiting for the write-ahead log to be
- * flushed: a server crash could lose the last of it, and the worst that costs is an attempt made again,
+ * Delivery bookkeeping made in a transaction (claims, failed attempts) commits without waiting for the
+ * write-ahead log to be flushed: a server crash could lose the last of it, and the worst that costs is an attempt made again,
  * which at-least-once delivery allows. Changes and their events keep synchronous_commit on.
  */
 const BEGIN_RELAXED = 'BEGIN; SET LOCAL synchronous_commit = off';
+/** A claim's transaction takes the claimers' lock as it begins: the same round trip. */
+const BEGIN_CLAIM = `${BEGIN_RELAXED}; SELECT pg_advisory_xact_lock(${CLAIM_LOCK})`;
 
 interface AttemptResult {
   delivery: ClaimedDelivery;
@@ -209,11 +211,6 @@ export class PostgresWebhookStore implements WebhookStore {
     return inTransaction(
       this.#pool,
       async (client) => {
-        await client.query({
-          name: 'webhooks_claim_lock',
-          text: 'SELECT pg_advisory_xact_lock($1)',
-          values: [CLAIM_LOCK],
-        });
         const { rows: endpoints } = await client.query<EndpointRow & { leased: number }>({
           name: 'webhooks_claim_endpoints',
           text: `SELECT ${ENDPOINT_COLUMNS},
@@ -275,7 +272,7 @@ export class PostgresWebhookStore implements WebhookStore {
         }
         return claimed;
       },
-      BEGIN_RELAXED,
+      BEGIN_CLAIM,
     );
   }
 
@@ -289,10 +286,10 @@ export class PostgresWebhookStore implements WebhookStore {
   }
 
   async #recordAll(results: readonly AttemptResult[]): Promise<AttemptRecorded[]> {
+    if (results.every(({ outcome }) => outcome.succeeded)) return this.#recordSuccesses(results);
     return inTransaction(
       this.#pool,
       async (client) => {
-        if (results.every(({ outcome }) => outcome.succeeded)) return this.#recordSuccesses(client, results);
         // Failures in order: each may start an endpoint's failing spell or disable it.
         const recorded: AttemptRecorded[] = [];
         for (const result of results) recorded.push(await this.#recordOne(client, result));
@@ -302,20 +299,27 @@ export class PostgresWebhookStore implements WebhookStore {
     );
   }
 
-  /** The common case, every attempt of the batch answered 2xx: two statements, however many there are. */
-  async #recordSuccesses(
-    client: pg.PoolClient,
-    results: readonly AttemptResult[],
-  ): Promise<AttemptRecorded[]> {
-    const { rows } = await client.query<{ endpoint_id: bigint; event_id: bigint }>({
+  /**
+   * The common case, every attempt of the batch answered 2xx: one statement, however many there are, so
+   * one round trip where a transaction takes four. Its deliveries succeed and their endpoints' failing
+   * spells end together, as one statement is atomic; committed durably (no transaction to relax).
+   */
+  async #recordSuccesses(results: readonly AttemptResult[]): Promise<AttemptRecorded[]> {
+    const { rows } = await this.#pool.query<{ endpoint_id: bigint; event_id: bigint }>({
       name: 'webhooks_record_succeeded',
-      text: `UPDATE webhook_deliveries d SET status = 'succeeded', attempts = d.attempts + 1,
-               last_attempt_at = r.at, next_attempt_at = NULL, last_response_status = r.response_status,
-               last_error = NULL, lease_until = NULL
-             FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::int[])
-               AS r(endpoint_id, event_id, lease_until, at, response_status)
-             WHERE d.endpoint_id = r.endpoint_id AND d.event_id = r.event_id AND d.lease_until = r.lease_until
-             RETURNING d.endpoint_id, d.event_id`,
+      text: `WITH done AS (
+               UPDATE webhook_deliveries d SET status = 'succeeded', attempts = d.attempts + 1,
+                 last_attempt_at = r.at, next_attempt_at = NULL, last_response_status = r.response_status,
+                 last_error = NULL, lease_until = NULL
+               FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::int[])
+                 AS r(endpoint_id, event_id, lease_until, at, response_status)
+               WHERE d.endpoint_id = r.endpoint_id AND d.event_id = r.event_id AND d.lease_until = r.lease_until
+               RETURNING d.endpoint_id, d.event_id
+             ), spells_ended AS (
+               UPDATE webhook_endpoints SET failing_since = NULL
+               WHERE id IN (SELECT endpoint_id FROM done) AND failing_since IS NOT NULL
+             )
+             SELECT endpoint_id, event_id FROM done`,
       values: [
         results.map(({ delivery }) => delivery.endpointId),
         results.map(({ delivery }) => delivery.eventId),
@@ -326,13 +330,6 @@ export class PostgresWebhookStore implements WebhookStore {
     });
     // A lease that ran out and was taken again by another attempt: that one records instead.
     const done = new Set(rows.map((row) => `${row.endpoint_id}/${row.event_id}`));
-    const endpoints = [...new Set(rows.map((row) => row.endpoint_id))];
-    if (endpoints.length > 0)
-      await client.query({
-        name: 'webhooks_succeeded_many',
-        text: 'UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ANY ($1::bigint[]) AND failing_since IS NOT NULL',
-        values: [endpoints],
-      });
     return results.map(
       ({ delivery }): AttemptRecorded =>
         done.has(`${delivery.endpointId}/${delivery.eventId}`)
