@@ -32,6 +32,7 @@ import { rateLimit } from './http/rate-limit.js';
 import { requestHead } from './http/request-head.js';
 import { requestIdFor } from './http/request-id.js';
 import { RequestLog } from './http/request-log.js';
+import { RequestLogger } from './http/request-logger.js';
 import { eventRoutes } from './http/routes/events.js';
 import { healthRoutes } from './http/routes/health.js';
 import { orderRoutes } from './http/routes/orders.js';
@@ -91,6 +92,8 @@ export async function buildApp({
     serverFactory: httpServer(config),
     return503OnClosing: false, // see installDraining
     logController: new RequestLog(config.logRequests),
+    // Each request's logger is made on first use: the request line alone needs none (request-logger.ts).
+    childLoggerFactory: (logger, bindings, options) => new RequestLogger(logger, bindings, options),
     requestIdHeader: false, // taken by genReqId only once validated
     genReqId: requestIdFor,
     // request.ip: the connecting address, or behind these proxies the client their X-Forwarded-For names.

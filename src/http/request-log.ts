@@ -1,4 +1,5 @@
 import { type FastifyBaseLogger, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import { RequestLogger } from './request-logger.js';
 import { ERROR_CODE_BY_STATUS } from './schemas/error.js';
 
 const REDACTED = '[redacted]';
@@ -97,6 +98,8 @@ export class RequestLog extends LogController {
     if (!error && !this.#logSuccesses) return;
     const statusCode = reply.statusCode;
     const line: RequestLine = {
+      // The request logger's own binding, first: the line is written through its parent (write below).
+      requestId: request.id,
       method: request.method,
       url: loggableUrl(request.url, definedParameters(request)),
       statusCode,
@@ -109,12 +112,12 @@ export class RequestLog extends LogController {
       traceId: request.traceId,
     };
     if (error) {
-      reply.log.error({ ...line, err: error }, 'request errored');
+      write(reply.log, 'error', { ...line, err: error }, 'request errored');
       return;
     }
     const level = levelOf(statusCode);
     if (level !== 'info') {
-      reply.log[level](line, 'request');
+      write(reply.log, level, line, 'request');
       return;
     }
     if (this.#pending.length === 0) setImmediate(this.#writePending);
@@ -125,11 +128,26 @@ export class RequestLog extends LogController {
     const pending = this.#pending;
     this.#pending = [];
     for (let i = 0; i < pending.length; i += 2)
-      (pending[i] as FastifyBaseLogger).info(pending[i + 1] as RequestLine, 'request');
+      write(pending[i] as FastifyBaseLogger, 'info', pending[i + 1] as RequestLine, 'request');
   };
 }
 
+/**
+ * A request's line (its id first), written without making the request's own logger when it has not
+ * been made. Any other logger already binds the id: it is left out of the line (pino skips undefined).
+ */
+function write(
+  log: FastifyBaseLogger,
+  level: 'info' | 'warn' | 'error',
+  line: RequestLine & { err?: Error },
+  message: string,
+): void {
+  if (log instanceof RequestLogger) log.line(level, line as unknown as Record<string, unknown>, message);
+  else log[level]({ ...line, requestId: undefined }, message);
+}
+
 interface RequestLine {
+  requestId: string;
   method: string;
   url: string;
   statusCode: number;
