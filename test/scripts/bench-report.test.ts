@@ -136,3 +136,17 @@ test('when a run had create-with-webhook, then its table gives the deliveries ma
   // A run from before the count: a dash, not a zero.
   assert.deepEqual(cells(table, 'postgres'), ['postgres', '10k', '500', '250', '0.50', '100', '150', '–']);
 });
+
+test('when a run was measured in rounds, then its report and headline say how: rounds of --seconds, the targets taking turns', () => {
+  const inRounds = (neighbour?: string): Run => ({ ...run([], neighbour), rounds: 3 });
+  assert.match(
+    renderReport(inRounds()),
+    /32 connections, 3 rounds of 5 s per target, the targets taking turns, 1 worker/,
+  );
+  assert.match(renderReport(run([])), /32 connections, 5 s per run, 1 worker/);
+  assert.match(
+    renderHeadline(inRounds(), inRounds('a busy loop')),
+    /32 connections, 3 rounds of 5 s per target, the targets taking turns\./,
+  );
+  assert.match(renderHeadline(run([]), run([], 'a busy loop')), /32 connections, 5 s per target\./);
+});

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type Run, renderHeadline, renderReport } from '../../bench/report.js';
 import { combineWindows, type Window } from '../../bench/rounds.js';
 
 const window = (
@@ -49,29 +48,4 @@ test('when windows are combined, then webhook deliveries are summed, and absent 
   );
   assert.equal('delivered' in combineWindows([window(10, 1, 1)]), false);
   assert.throws(() => combineWindows([]), /no window/);
-});
-
-test('when a run was measured in rounds, then its report and headline say how: rounds of --seconds, the targets taking turns', () => {
-  const run = (rounds?: number, neighbour?: string): Run => ({
-    date: '2026-11-27T00:00:00.000Z',
-    command: 'npm run bench',
-    machine: { nproc: 2, memoryGiB: 24, cpu: 'test', node: 'v20' },
-    workers: 1,
-    connections: 32,
-    seconds: 4,
-    ...(rounds ? { rounds } : {}),
-    ...(neighbour ? { neighbour } : {}),
-    rows: [],
-    bareQueries: {},
-  });
-  assert.match(
-    renderReport(run(3)),
-    /32 connections, 3 rounds of 4 s per target, the targets taking turns, 1 worker/,
-  );
-  assert.match(renderReport(run()), /32 connections, 4 s per run, 1 worker/);
-  assert.match(
-    renderHeadline(run(3), run(3, 'a busy loop')),
-    /32 connections, 3 rounds of 4 s per target, the targets taking turns\./,
-  );
-  assert.match(renderHeadline(run(), run(undefined, 'a busy loop')), /32 connections, 4 s per target\./);
 });
