@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
-import { andThen } from '../../domain/awaitable.js';
 import { GET_PET_DEPRECATED_AT, GET_PET_SUNSET, isRetired } from '../../domain/deprecation.js';
 import { IdempotencyKeyReusedError } from '../../domain/errors.js';
 import { DEFAULT_PAGE_SIZE, idSet } from '../../domain/paging.js';
@@ -13,7 +12,7 @@ import { type Links, linkHeader } from '../links.js';
 import { ref } from '../schemas/common.js';
 import { ListPetsQuery, NewPet, Pet, PetIdParams, Pets } from '../schemas/pet.js';
 import { BODY_ERRORS, errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
-import { API_ROUTES_AFTER, repeatable, sendJson, sentBy } from './route-helpers.js';
+import { API_ROUTES_AFTER, repeatable, sendJson, sendWhenReady } from './route-helpers.js';
 
 export interface PetRoutesOptions {
   catalog: PetCatalog;
@@ -63,20 +62,18 @@ const routes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (app, { catalo
         },
       },
     },
-    // Not async: on SQLite the page is ready at once and sent without a promise (see sentBy).
+    // Not async: on SQLite the page is ready at once and sent without a promise (sendWhenReady).
     (request, reply) => {
       // Ajv fills in the default; the fallback only satisfies the type.
       const { limit = DEFAULT_PAGE_SIZE, status, id: ids, cursor } = request.query;
-      return sentBy(
-        andThen(catalog.listJson({ limit, status, ids, cursor }), (page) => {
-          if (page.nextCursor)
-            reply.header(
-              'Link',
-              linkHeader(links.petsPage(limit, status, page.nextCursor, ids && idSet(ids)), 'next'),
-            );
-          return sendJson(reply, page.json);
-        }),
-      );
+      return sendWhenReady(catalog.listJson({ limit, status, ids, cursor }), (page) => {
+        if (page.nextCursor)
+          reply.header(
+            'Link',
+            linkHeader(links.petsPage(limit, status, page.nextCursor, ids && idSet(ids)), 'next'),
+          );
+        return sendJson(reply, page.json);
+      });
     },
   );
 
@@ -180,12 +177,10 @@ const routes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (app, { catalo
     },
     // Not async, as listPets.
     (request, reply) =>
-      sentBy(
-        andThen(catalog.findJson(request.params.petId), (pet) => {
-          if (pet === undefined) throw new ApiError('not_found', NOT_FOUND);
-          return sendJson(reply, pet);
-        }),
-      ),
+      sendWhenReady(catalog.findJson(request.params.petId), (pet) => {
+        if (pet === undefined) throw new ApiError('not_found', NOT_FOUND);
+        return sendJson(reply, pet);
+      }),
   );
 };
 

@@ -1,5 +1,5 @@
 import type { FastifyReply, preValidationHookHandler } from 'fastify';
-import type { Awaitable } from '../../domain/awaitable.js';
+import { type Awaitable, andThen } from '../../domain/awaitable.js';
 import { ApiError } from '../errors.js';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -20,8 +20,19 @@ export function sendJson(reply: FastifyReply, json: string): FastifyReply {
  * handler must not return a reply sent at once: Fastify would wait on it as on a promise, and a handler
  * whose promise settles before the answer is written (compression writes it later) is sent again, empty.
  */
-export function sentBy(sending: Awaitable<FastifyReply>): Promise<FastifyReply> | undefined {
+function sentBy(sending: Awaitable<FastifyReply>): Promise<FastifyReply> | undefined {
   return sending instanceof Promise ? sending : undefined;
+}
+
+/**
+ * What a handler returns that answers with `send(value)` once `value` is ready: at once for a value a
+ * store gave synchronously (SQLite), or later (PostgreSQL). See sentBy.
+ */
+export function sendWhenReady<T>(
+  value: Awaitable<T>,
+  send: (value: T) => FastifyReply,
+): Promise<FastifyReply> | undefined {
+  return sentBy(andThen(value, send));
 }
 
 /**

@@ -25,8 +25,9 @@ import { inTransaction } from './transaction.js';
 const CLAIM_LOCK = 7_304_118_263_520_003n;
 /**
  * Delivery bookkeeping made in a transaction (claims, failed attempts) commits without waiting for the
- * write-ahead log to be flushed: a server crash could lose the last of it, and the worst that costs is an attempt made again,
- * which at-least-once delivery allows. Changes and their events keep synchronous_commit on.
+ * write-ahead log to be flushed: a server crash could lose the last of it, and the worst that costs is
+ * an attempt made again, which at-least-once delivery allows. Changes and their events keep
+ * synchronous_commit on.
  */
 const BEGIN_RELAXED = 'BEGIN; SET LOCAL synchronous_commit = off';
 /** A claim's transaction takes the claimers' lock as it begins: the same round trip. */
