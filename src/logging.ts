@@ -32,18 +32,20 @@ const REQUEST_LINE_END = '"msg":"request"}\n';
 const INFO_LINE_START = '{"level":30,';
 
 /**
- * stdout, written asynchronously, with the info line of each answered request written in batches: those
- * lines gather in memory until 4 KiB or 100 ms, then go out in one write off the request path instead
- * of one write each. Every other line (start-up, warnings, errors, errored requests, shutdown) is
- * handed to the (asynchronous) write at once, never held for a batch. The buffer is written out synchronously when the process exits, by a
- * shutdown, process.exit or an uncaught exception (pino's exit handler, flushSync). What this trades:
- * a process killed outright (SIGKILL, the kernel's OOM killer, a power loss) loses the request lines of
- * its last 100 ms at most; docs/operations.md says so.
+ * stdout, with the info line of each answered request written in batches: those lines gather in memory
+ * until 4 KiB or 100 ms, then go out in one write instead of one write each. Every other line (start-up,
+ * warnings, errors, errored requests, shutdown) is written at once, never held for a batch. The writes
+ * are synchronous (pino's default): one write(2) of 4 KiB on the event loop costs less CPU than handing
+ * it to libuv's thread pool and taking its completion back (about 5% of a `get`, docs/benchmarks.md).
+ * The buffer is written out when the process exits, by a shutdown, process.exit or an uncaught
+ * exception (pino's exit handler, flushSync). What this trades: a process killed outright (SIGKILL, the
+ * kernel's OOM killer, a power loss) loses the request lines of its last 100 ms at most;
+ * docs/operations.md says so.
  */
 function logDestination(): DestinationStream & { flush(): void } {
   const stdout = pino.destination({
     dest: 1,
-    sync: false,
+    sync: true,
     minLength: LOG_BUFFER_BYTES,
     periodicFlush: LOG_FLUSH_MS,
   });
