@@ -171,8 +171,7 @@ export class SqlitePetStore implements PetStore {
     let statements = this.#jsonPages.get(limit);
     if (statements) return statements;
     if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`invalid page size: ${limit}`);
-    const select = (where: string) =>
-      this.#db.prepare(jsonPageSql(where, limit)).pluck();
+    const select = (where: string) => this.#db.prepare(jsonPageSql(where, limit)).pluck();
     statements = [
       select('id > @afterId') as JsonPageStatement,
       select('status = @status AND id > @afterId') as JsonPageByStatusStatement,
