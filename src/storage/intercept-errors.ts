@@ -1,24 +1,36 @@
 /**
- * The same object, with each of its methods replaced by what `wrap` makes of it (once per method):
- * `call` runs the original with the given arguments.
+ * The same object, with each of its methods replaced by what `wrap` makes of it: `call` runs the
+ * original with the given arguments. The wrappers are made at once, as own properties of an object
+ * whose prototype is the target (so its other properties read through, and `instanceof` holds): a
+ * Proxy's `get` trap ran on every call, and storage calls go through several of these layers on every
+ * request. Accessors are forwarded to the target, where they run with it as `this`.
  */
 export function wrapMethods<T extends object>(
   target: T,
   wrap: (call: (args: unknown[]) => unknown, method: string) => (...args: unknown[]) => unknown,
 ): T {
-  const wrappers = new Map<PropertyKey, unknown>();
-  return new Proxy(target, {
-    get(object, property) {
-      const value = Reflect.get(object, property);
-      if (typeof value !== 'function') return value;
-      let wrapper = wrappers.get(property);
-      if (!wrapper) {
-        wrapper = wrap((args) => value.apply(object, args), String(property));
-        wrappers.set(property, wrapper);
+  const wrapped = Object.create(target) as T;
+  const done = new Set<PropertyKey>(['constructor']);
+  for (let owner: object | null = target; owner && owner !== Object.prototype; ) {
+    for (const key of Reflect.ownKeys(owner)) {
+      if (done.has(key)) continue;
+      done.add(key);
+      const descriptor = Object.getOwnPropertyDescriptor(owner, key) as PropertyDescriptor;
+      if (typeof descriptor.value === 'function') {
+        const method = descriptor.value as (...args: unknown[]) => unknown;
+        const wrapper = wrap((args) => method.apply(target, args), String(key));
+        Object.defineProperty(wrapped, key, { value: wrapper, writable: true, configurable: true });
+      } else if (descriptor.get || descriptor.set) {
+        Object.defineProperty(wrapped, key, {
+          get: () => Reflect.get(target, key),
+          set: (value: unknown) => Reflect.set(target, key, value),
+          configurable: true,
+        });
       }
-      return wrapper;
-    },
-  });
+    }
+    owner = Object.getPrototypeOf(owner) as object | null;
+  }
+  return wrapped;
 }
 
 /**
