@@ -119,7 +119,8 @@ export class GuardedServer extends Server {
     handler: Handler,
   ): void {
     state.active++;
-    response.once('close', () => {
+    // 'close' comes once: `on` spares the wrapper `once` would add to every request.
+    response.on('close', () => {
       // An answer sent before its request's body was read to the end (a 415, a GET carrying a body, an
       // error mid-body): whatever was reading it stops, and the rest is read and thrown away, so the
       // next request on the connection is read. Node does this itself only for a body nobody read.
