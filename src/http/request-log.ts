@@ -84,7 +84,7 @@ export class RequestLog extends LogController {
 
   /**
    * `logSuccesses` false (LOG_REQUESTS=false) keeps only the lines of requests that errored: a line
-   * per request takes 5 to 10% of the CPU of a `get` or a `list` (docs/benchmarks.md).
+   * per request takes 10 to 20% of the CPU of a `get` or a `list` (docs/benchmarks.md).
    */
   constructor(logSuccesses = true) {
     // Every line a request logs carries its id, the one echoed in X-Request-Id.
