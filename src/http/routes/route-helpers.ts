@@ -14,25 +14,19 @@ export function sendJson(reply: FastifyReply, json: string): FastifyReply {
 }
 
 /**
- * What a handler that sends its answer itself returns, given what sending gave: the promise of a reply
- * sent later (a read from PostgreSQL), which settles once the answer is written, as Fastify's `return
- * reply` does; or nothing for a reply sent at once (a read from SQLite), which costs no promise. A
- * handler must not return a reply sent at once: Fastify would wait on it as on a promise, and a handler
- * whose promise settles before the answer is written (compression writes it later) is sent again, empty.
- */
-function sentBy(sending: Awaitable<FastifyReply>): Promise<FastifyReply> | undefined {
-  return sending instanceof Promise ? sending : undefined;
-}
-
-/**
  * What a handler returns that answers with `send(value)` once `value` is ready: at once for a value a
- * store gave synchronously (SQLite), or later (PostgreSQL). See sentBy.
+ * store gave synchronously (SQLite), or later (PostgreSQL). It returns the promise of a reply sent
+ * later, which settles once the answer is written, as Fastify's `return reply` does; or nothing for a
+ * reply sent at once, which costs no promise. A handler must not return a reply sent at once: Fastify
+ * would wait on it as on a promise, and a handler whose promise settles before the answer is written
+ * (compression writes it later) is sent again, empty.
  */
 export function sendWhenReady<T>(
   value: Awaitable<T>,
   send: (value: T) => FastifyReply,
 ): Promise<FastifyReply> | undefined {
-  return sentBy(andThen(value, send));
+  const sending = andThen(value, send);
+  return sending instanceof Promise ? sending : undefined;
 }
 
 /**

@@ -52,11 +52,13 @@ function jsonPageSql(where: string, limit: number): string {
   return `SELECT ${PET_JSON} FROM pets WHERE ${where} ORDER BY id LIMIT ${limit + 1}`;
 }
 
-/** The id of a pet written by PET_JSON, which starts `{"id":<digits>,`. */
+/** Where the id's digits start in a pet written by PET_JSON, which starts `{"id":<digits>,`. */
+const PET_JSON_ID_AT = '{"id":'.length;
+
+/** The id of a pet written by PET_JSON. */
 function idOfPetJson(json: string): bigint {
   return BigInt(json.slice(PET_JSON_ID_AT, json.indexOf(',', PET_JSON_ID_AT)));
 }
-const PET_JSON_ID_AT = '{"id":'.length;
 
 /** Pets on SQLite. int64 columns come back as bigint (safeIntegers), never rounded to a double. */
 export class SqlitePetStore implements PetStore {
