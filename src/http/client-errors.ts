@@ -1,16 +1,10 @@
 import { type IncomingMessage, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { ApiError } from './errors.js';
+import { closeLingering } from './lingering-close.js';
 
 // Node gives a request that ran out of time (its headers or its whole request) this code.
 const TIMEOUTS = new Set(['ERR_HTTP_REQUEST_TIMEOUT', 'ERR_HTTP_HEADERS_TIMEOUT']);
-
-/**
- * After answering, the connection is closed for writing at once and dropped this much later. Not at
- * once: a client still sending (a trickler is) would get a TCP reset, which can destroy the answer
- * before the client reads it (the "lingering close" of RFC 9112 §9.6).
- */
-const LINGER_MS = 2_000;
 
 /** What Node's server keeps on a socket while a response is in progress (it is Node's own check too). */
 type HttpSocket = Socket & { _httpMessage?: { headersSent: boolean } | null };
@@ -60,10 +54,13 @@ export function answerConnect(_request: IncomingMessage, socket: Socket): void {
   answerRaw(socket, new ApiError('invalid_request', 'CONNECT is not supported: this service is not a proxy'));
 }
 
-/** Writes `error` as a complete response straight to the socket, then closes the connection. */
+/**
+ * Writes `error` as a complete response straight to the socket, then closes the connection in stages:
+ * a client still sending (a trickler is) would otherwise get a reset that can destroy the answer.
+ */
 export function answerRaw(socket: Socket, error: ApiError): void {
   const body = JSON.stringify(error.toBody());
-  socket.end(
+  socket.write(
     [
       `HTTP/1.1 ${error.statusCode} ${STATUS_CODES[error.statusCode]}`,
       'Content-Type: application/json; charset=utf-8',
@@ -75,7 +72,5 @@ export function answerRaw(socket: Socket, error: ApiError): void {
       body,
     ].join('\r\n'),
   );
-  const linger = setTimeout(() => socket.destroy(), LINGER_MS);
-  linger.unref();
-  socket.once('close', () => clearTimeout(linger));
+  closeLingering(socket);
 }

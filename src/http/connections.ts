@@ -1,5 +1,6 @@
 import { type IncomingMessage, Server, type ServerOptions, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { closeLingering } from './lingering-close.js';
 
 /**
  * Requests of one connection handled at once. HTTP/1.1 pipelining lets a client send any number of
@@ -30,6 +31,8 @@ type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 interface ConnectionState {
   active: number;
   waiting: [IncomingMessage, ServerResponse][];
+  /** The request read last: while its body is still arriving, a close must linger. */
+  latest?: IncomingMessage;
 }
 
 /**
@@ -93,12 +96,21 @@ export class GuardedServer extends Server {
     socket.on('resume', () => {
       if (state.waiting.length > 0) socket.pause();
     });
+    // Node ends a connection whose answer says `Connection: close` with destroySoon(), which drops it
+    // the moment the answer is written. Answered before its body was read (a 413, a 415), the client
+    // is still sending, and dropping it then resets the connection, the answer with it.
+    const destroySoon = socket.destroySoon;
+    socket.destroySoon = () => {
+      if (state.latest && !state.latest.complete) closeLingering(socket);
+      else destroySoon.call(socket);
+    };
     if (this.draining) this.#closeWhenIdle(socket);
   }
 
   #admit(request: IncomingMessage, response: ServerResponse, handler: Handler): void {
     const socket = request.socket;
     const state = this.#connections.get(socket);
+    if (state) state.latest = request;
     if (!state) {
       handler(request, response); // not a connection this server accepted
     } else if (state.active < MAX_PIPELINED) {
