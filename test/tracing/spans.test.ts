@@ -1,0 +1,323 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { ROOT_CONTEXT, SpanKind, TraceFlags, trace } from '@opentelemetry/api';
+import { SamplingDecision, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace-node';
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { ClaimedDelivery } from '../../src/domain/webhooks.js';
+import {
+  attributeValueLengthLimit,
+  samplerFrom,
+  startTracing,
+  type Tracing,
+} from '../../src/tracing/tracing.js';
+import { OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
+
+/**
+ * The spans the service makes, in process: startTracing as server.ts calls it (configured by the
+ * OTEL_* variables of the process), exporting over OTLP/HTTP to a receiver in this process; the server
+ * spans of a small Fastify app with the service's plugin, called through inject; a delivery attempt's
+ * span. Each test starts tracing with its variables and shuts it down, which exports every span ended.
+ */
+
+const UNSET = 0;
+const ERROR = 2;
+const CALLER_SPAN = '00f067aa0ba902b7';
+
+let otlp: OtlpReceiver;
+before(async () => {
+  otlp = await OtlpReceiver.start();
+});
+after(() => otlp.close());
+
+/** Tracing started with these OTEL_* variables (the process's own restored afterwards). */
+function tracingWith(env: Record<string, string>): Tracing {
+  const all: Record<string, string> = { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, ...env };
+  const saved = Object.fromEntries(Object.keys(all).map((name) => [name, process.env[name]]));
+  Object.assign(process.env, all);
+  try {
+    return startTracing('sqlite');
+  } finally {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  }
+}
+
+/** A small app with the service's server-span plugin, answering each status the tests need. */
+async function appWith(tracing: Tracing): Promise<FastifyInstance> {
+  const app = Fastify();
+  await app.register(tracing.serverSpans, { tracer: tracing.tracer });
+  app.get('/v1/pets/:petId', async () => ({ id: 1 }));
+  app.get('/unauthorized', async (_request, reply) => reply.code(401).send({ code: 'unauthorized' }));
+  app.get('/invalid', async (_request, reply) => reply.code(400).send({ code: 'invalid_request' }));
+  app.get('/unavailable', async (_request, reply) => reply.code(503).send({ code: 'unavailable' }));
+  app.get('/broken', async () => {
+    throw new Error('broken');
+  });
+  await app.ready();
+  return app;
+}
+
+/** A fresh trace id no other test uses. */
+const newTraceId = () => crypto.randomUUID().replaceAll('-', '');
+
+/** The spans of one trace the receiver got. */
+const spansOf = (traceId: string): ReceivedSpan[] => otlp.spans.filter((span) => span.traceId === traceId);
+
+/** The trace an answer's traceresponse names, and its sampled flag. */
+function traceresponse(headers: Record<string, unknown>): { traceId: string; spanId: string; flags: string } {
+  const match = /^00-([0-9a-f]{32})-([0-9a-f]{16})-(0[01])$/.exec(String(headers.traceresponse));
+  assert.ok(match, `traceresponse: ${headers.traceresponse}`);
+  return { traceId: match[1] as string, spanId: match[2] as string, flags: match[3] as string };
+}
+
+describe('attribute values are bounded', () => {
+  test('when a 401 carries a 15,018-byte User-Agent and a 404 a 12,000-character path, then their spans export them cut at 2,048 characters (OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT unset)', async () => {
+    const tracing = tracingWith({});
+    const app = await appWith(tracing);
+    const userAgent = `Mozilla/5.0 ${'x'.repeat(15_018 - 12)}`;
+    const path = `/${'p'.repeat(12_000)}`;
+    const refused = await app.inject({ url: '/unauthorized', headers: { 'user-agent': userAgent } });
+    const missing = await app.inject({ url: path });
+    assert.deepEqual([refused.statusCode, missing.statusCode], [401, 404]);
+    await app.close();
+    await tracing.shutdown();
+    const [refusedSpan] = spansOf(traceresponse(refused.headers).traceId);
+    const [missingSpan] = spansOf(traceresponse(missing.headers).traceId);
+    const exported = [refusedSpan?.attributes['user_agent.original'], missingSpan?.attributes['url.path']];
+    assert.deepEqual(
+      exported.map((value) => String(value).length),
+      [2048, 2048],
+    );
+    assert.deepEqual(exported, [userAgent.slice(0, 2048), path.slice(0, 2048)], 'the start of each is kept');
+  });
+
+  test('when OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT is set, then it is the bound; OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT, when set, takes precedence', async () => {
+    for (const [env, bound] of [
+      [{ OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: '100' }, 100],
+      [{ OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: '100', OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT: '50' }, 50],
+      [{ OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: 'lots' }, 2048],
+    ] as const) {
+      const tracing = tracingWith(env);
+      const app = await appWith(tracing);
+      const userAgent = 'u'.repeat(3000);
+      const answer = await app.inject({ url: '/v1/pets/7', headers: { 'user-agent': userAgent } });
+      await app.close();
+      await tracing.shutdown();
+      const [span] = spansOf(traceresponse(answer.headers).traceId);
+      const exported = String(span?.attributes['user_agent.original']);
+      assert.equal(exported.length, bound, JSON.stringify(env));
+      assert.equal(exported, userAgent.slice(0, bound));
+      assert.equal(span?.attributes['url.path'], '/v1/pets/7', 'a short value is kept whole');
+    }
+  });
+});
+
+describe('a caller’s sampled flag does not decide', () => {
+  test('when the ratio is 0 and a request carries traceparent flags 01, then nothing is exported; the answer names the caller’s trace, not sampled', async () => {
+    const tracing = tracingWith({
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0',
+    });
+    const app = await appWith(tracing);
+    const traceId = newTraceId();
+    const answer = await app.inject({
+      url: '/v1/pets/7',
+      headers: { traceparent: `00-${traceId}-${CALLER_SPAN}-01` },
+    });
+    assert.equal(answer.statusCode, 200);
+    await app.close();
+    await tracing.shutdown();
+    assert.deepEqual(
+      { ...traceresponse(answer.headers), spanId: undefined },
+      { traceId, spanId: undefined, flags: '00' },
+    );
+    assert.deepEqual(spansOf(traceId), []);
+  });
+
+  test('when the ratio is 1 and a request carries traceparent flags 00, then its span is exported all the same, as a child of the caller’s span', async () => {
+    const tracing = tracingWith({
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '1',
+    });
+    const app = await appWith(tracing);
+    const traceId = newTraceId();
+    const answer = await app.inject({
+      url: '/v1/pets/7',
+      headers: { traceparent: `00-${traceId}-${CALLER_SPAN}-00` },
+    });
+    await app.close();
+    await tracing.shutdown();
+    assert.equal(traceresponse(answer.headers).flags, '01');
+    assert.deepEqual(
+      spansOf(traceId).map((span) => [span.name, span.parentSpanId]),
+      [['GET /v1/pets/{petId}', CALLER_SPAN]],
+    );
+  });
+});
+
+describe('the sampler (samplerFrom)', () => {
+  const sampled = SamplingDecision.RECORD_AND_SAMPLED;
+  const dropped = SamplingDecision.NOT_RECORD;
+  /** A trace id the trace-id ratio of 0.5 keeps: one a caller could pick to be always sampled. */
+  const kept = (() => {
+    const ratio = new TraceIdRatioBasedSampler(0.5);
+    for (;;) {
+      const id = newTraceId();
+      if (ratio.shouldSample(ROOT_CONTEXT, id).decision === sampled) return id;
+    }
+  })();
+  const decide = (env: Record<string, string>, random: number, parent?: { remote: boolean; flags: number }) =>
+    samplerFrom(env, () => random).shouldSample(
+      parent
+        ? trace.setSpanContext(ROOT_CONTEXT, {
+            traceId: kept,
+            spanId: CALLER_SPAN,
+            traceFlags: parent.flags,
+            isRemote: parent.remote,
+          })
+        : ROOT_CONTEXT,
+      kept,
+      'GET /v1/pets',
+      SpanKind.SERVER,
+      {},
+      [],
+    ).decision;
+  const half = { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.5' };
+  const remoteSampled = { remote: true, flags: TraceFlags.SAMPLED };
+  const remoteNot = { remote: true, flags: TraceFlags.NONE };
+
+  test('when a caller sends a trace id the ratio keeps, flagged sampled, then a random draw decides, not the id or the flag', () => {
+    assert.equal(decide(half, 0.99, remoteSampled), dropped);
+    assert.equal(decide(half, 0.01, remoteSampled), sampled);
+    assert.equal(decide(half, 0.01, remoteNot), sampled);
+    assert.equal(decide(half, 0.5, remoteNot), dropped, 'the ratio is the bound, excluded');
+    assert.equal(decide({ ...half, OTEL_TRACES_SAMPLER: 'traceidratio' }, 0.99, remoteSampled), dropped);
+  });
+
+  test('when there is no caller, then the trace id decides; a local parent’s decision is followed', () => {
+    assert.equal(decide(half, 0.99), sampled, 'the ratio keeps this id');
+    assert.equal(decide(half, 0.99, { remote: false, flags: TraceFlags.SAMPLED }), sampled);
+    assert.equal(decide(half, 0.01, { remote: false, flags: TraceFlags.NONE }), dropped);
+  });
+
+  test('when the sampler is on or off, then a caller’s flag changes nothing; unset or unknown is on; a bad ratio is 1', () => {
+    for (const [env, decision] of [
+      [{}, sampled],
+      [{ OTEL_TRACES_SAMPLER: 'nonsense' }, sampled],
+      [{ OTEL_TRACES_SAMPLER: 'always_on' }, sampled],
+      [{ OTEL_TRACES_SAMPLER: ' Parentbased_Always_Off ' }, dropped],
+      [{ OTEL_TRACES_SAMPLER: 'always_off' }, dropped],
+      [{ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '2' }, sampled],
+      [{ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio' }, sampled],
+    ] as const) {
+      assert.equal(decide(env, 0.999, remoteNot), decision, `${JSON.stringify(env)}, caller not sampled`);
+      assert.equal(decide(env, 0.999, remoteSampled), decision, `${JSON.stringify(env)}, caller sampled`);
+      assert.equal(decide(env, 0.999), decision, `${JSON.stringify(env)}, no caller`);
+    }
+    const zero = { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0' };
+    assert.equal(decide(zero, 0, remoteSampled), dropped);
+  });
+
+  test('when the length variables are read, then the span one first, then the general one, each only as a positive whole number', () => {
+    assert.equal(attributeValueLengthLimit({}), 2048);
+    assert.equal(attributeValueLengthLimit({ OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: ' 300 ' }), 300);
+    assert.equal(attributeValueLengthLimit({ OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: '0' }), 2048, 'not no bound');
+    assert.equal(attributeValueLengthLimit({ OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: '-1' }), 2048);
+    assert.equal(attributeValueLengthLimit({ OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: '1.5' }), 2048);
+    assert.equal(
+      attributeValueLengthLimit({
+        OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT: 'x',
+        OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: '7',
+      }),
+      7,
+    );
+  });
+});
+
+describe('a server span’s status', () => {
+  test('when the answer is a 4xx, then the status stays unset; when it is a 5xx, then it is an error', async () => {
+    const tracing = tracingWith({});
+    const app = await appWith(tracing);
+    const answers = new Map<string, number>();
+    for (const url of [
+      '/v1/pets/7',
+      '/no/such/path',
+      '/invalid',
+      '/unauthorized',
+      '/unavailable',
+      '/broken',
+    ]) {
+      const answer = await app.inject({ url });
+      answers.set(traceresponse(answer.headers).traceId, answer.statusCode);
+    }
+    await app.close();
+    await tracing.shutdown();
+    const got = [...answers].map(([traceId, status]) => {
+      const [span] = spansOf(traceId);
+      return [status, span?.attributes['http.response.status_code'], span?.status];
+    });
+    assert.deepEqual(got, [
+      [200, 200, UNSET],
+      [404, 404, UNSET],
+      [400, 400, UNSET],
+      [401, 401, UNSET],
+      [503, 503, ERROR],
+      [500, 500, ERROR],
+    ]);
+  });
+});
+
+describe('a delivery attempt’s span', () => {
+  const delivery = (url: string): ClaimedDelivery => ({
+    endpointId: 4n,
+    eventId: 9n,
+    attempts: 2,
+    url,
+    secrets: ['whsec_x'],
+    body: '{}',
+    eventType: 'pet.created',
+    cause: undefined,
+    leaseUntil: new Date(),
+  });
+
+  test('when an endpoint’s URL carries a query and a fragment, then url.full leaves them out; a 4xx or 5xx answer, or none, is an error', async () => {
+    const tracing = tracingWith({});
+    const sent: Record<string, string>[] = [];
+    const results = [
+      { answered: true, status: 204, body: '' },
+      { answered: true, status: 410, body: 'gone' },
+      { answered: false, error: 'connection refused' },
+    ] as const;
+    for (const [n, result] of results.entries()) {
+      await tracing.deliveries.attempt(
+        delivery(`https://hooks.example.com:8443/in/${n}?token=secret#frag`),
+        async (headers) => {
+          sent.push(headers);
+          return result;
+        },
+      );
+    }
+    await tracing.shutdown();
+    const traceIds = sent.map((headers) => /^00-([0-9a-f]{32})-/.exec(headers.traceparent ?? '')?.[1] ?? '');
+    const got = traceIds.map((traceId) => {
+      const [span] = spansOf(traceId);
+      return {
+        url: span?.attributes['url.full'],
+        port: span?.attributes['server.port'],
+        attempt: span?.attributes['petstore.webhook.attempt'],
+        status: span?.status,
+      };
+    });
+    assert.deepEqual(got, [
+      { url: 'https://hooks.example.com:8443/in/0', port: 8443, attempt: 3, status: UNSET },
+      { url: 'https://hooks.example.com:8443/in/1', port: 8443, attempt: 3, status: ERROR },
+      { url: 'https://hooks.example.com:8443/in/2', port: 8443, attempt: 3, status: ERROR },
+    ]);
+    assert.ok(
+      otlp.spans.every((span) => !JSON.stringify(span.attributes).includes('secret')),
+      'no span carries the token',
+    );
+  });
+});
