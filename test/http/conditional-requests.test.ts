@@ -317,5 +317,37 @@ for (const backend of backends) {
         }
       });
     });
+
+    describe('only GET and HEAD', () => {
+      test('when deliver (a POST that answers 200) and a DELETE carry If-None-Match, then never 304, and neither answer has an ETag', async () => {
+        const mine = await placeOrder(server, await addAnimal(server));
+        const current = (await server.request('GET', `/v1/store/orders/${mine.id}`, { headers: IDENTITY }))
+          .headers;
+        const path = `/v1/store/orders/${mine.id}/deliver`;
+        // The second and third are safe retries: the same order, unchanged, as a GET would show it.
+        for (const ifNoneMatch of [undefined, '*', current.get('etag') as string]) {
+          const headers = { ...IDENTITY, ...(ifNoneMatch ? { 'if-none-match': ifNoneMatch } : {}) };
+          const delivered = await server.request('POST', path, { headers });
+          assert.equal(delivered.status, 200, `${ifNoneMatch}: ${delivered.text}`);
+          assert.equal(delivered.json<OrderBody>().status, 'delivered');
+          assert.deepEqual(
+            [delivered.headers.get('etag'), delivered.headers.get('cache-control')],
+            [null, null],
+          );
+        }
+        const endpoint = await server.request('POST', '/v1/webhook-endpoints', {
+          body: { url: 'http://127.0.0.1:9/deleted' },
+        });
+        assert.equal(endpoint.headers.get('etag'), null, 'a 201 has none either');
+        const deleted = await server.request(
+          'DELETE',
+          `/v1/webhook-endpoints/${endpoint.json<{ id: number }>().id}`,
+          {
+            headers: { 'if-none-match': '*' },
+          },
+        );
+        assert.deepEqual([deleted.status, deleted.headers.get('etag')], [204, null]);
+      });
+    });
   });
 }
