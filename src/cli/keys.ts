@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { API_KEY_SCOPES, expiryOf, keyStatus, newApiKey, parseScopes } from '../domain/api-keys.js';
 import type { ApiKeyRecord } from '../domain/storage.js';
+import type { CliIo } from './io.js';
 import { withStorage } from './with-storage.js';
 
 interface CreateOptions {
@@ -10,7 +11,7 @@ interface CreateOptions {
   expiresAt?: string;
 }
 
-export function keysCommand(): Command {
+export function keysCommand(io: CliIo): Command {
   const keys = new Command('keys').description('manage API keys (create, list, revoke)');
 
   keys
@@ -31,12 +32,12 @@ export function keysCommand(): Command {
         expiresAt: expiryOf({ expiresIn, expiresAt }, now),
       };
       const key = newApiKey(name, now, grant);
-      await withStorage((storage) => storage.apiKeys.insert(key.record));
+      await withStorage(io, (storage) => storage.apiKeys.insert(key.record));
       const expiry = key.record.expiresAt ? `, expires ${key.record.expiresAt.toISOString()}` : '';
-      process.stderr.write(
+      io.stderr.write(
         `created ${key.record.id} (${name}; ${key.record.scopes.join(',')}${expiry}); the key is shown only this once:\n`,
       );
-      process.stdout.write(`${key.secret}\n`);
+      io.stdout.write(`${key.secret}\n`);
     });
 
   keys
@@ -44,9 +45,9 @@ export function keysCommand(): Command {
     .description('list keys: scopes, expiry, last use (never their secrets)')
     .option('--json', 'print JSON instead of a table')
     .action(async ({ json }: { json?: boolean }) => {
-      const records = await withStorage((storage) => storage.apiKeys.list());
+      const records = await withStorage(io, (storage) => storage.apiKeys.list());
       const now = new Date();
-      process.stdout.write(
+      io.stdout.write(
         json
           ? `${JSON.stringify(
               records.map((key) => publicView(key, now)),
@@ -62,9 +63,9 @@ export function keysCommand(): Command {
     .description('revoke a key at once; every node refuses it within seconds')
     .argument('<id>', 'the key id, as `keys list` shows it')
     .action(async (id: string) => {
-      const revoked = await withStorage((storage) => storage.apiKeys.revoke(id, new Date()));
+      const revoked = await withStorage(io, (storage) => storage.apiKeys.revoke(id, new Date()));
       if (!revoked) throw new Error(`no active key with id ${id}`);
-      process.stderr.write(`revoked ${id}\n`);
+      io.stderr.write(`revoked ${id}\n`);
     });
 
   return keys;

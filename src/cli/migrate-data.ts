@@ -1,4 +1,4 @@
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, InvalidArgumentError } from 'commander';
 import type { Order } from '../domain/order.js';
 import type { Pet } from '../domain/pet.js';
 import type { Storage } from '../domain/storage.js';
@@ -10,6 +10,7 @@ import {
   type TableComparison,
 } from '../storage/copy-data.js';
 import { databaseLocation, openStorage } from '../storage/open-storage.js';
+import type { CliIo } from './io.js';
 import { ProgressLine } from './progress-line.js';
 import { refuseMissingDatabase } from './with-storage.js';
 
@@ -23,20 +24,24 @@ function positiveInteger(value: string): number {
   return Number(value);
 }
 
-export function migrateDataCommand(): Command {
+/** Each database from its option, else from the environment (read from `io.env`, not commander's process.env). */
+const DATABASES = {
+  from: { flags: '--from <url>', env: 'MIGRATE_FROM_DATABASE_URL' },
+  to: { flags: '--to <url>', env: 'MIGRATE_TO_DATABASE_URL' },
+} as const;
+
+export function migrateDataCommand(io: CliIo): Command {
   return (
     new Command('migrate-data')
       .description('copy everything to another database, and verify')
       // From the environment too, so a URL with a password need not be on the command line (and in ps).
-      .addOption(
-        new Option('--from <url>', 'the database to copy from, e.g. sqlite:./data/petstore.db')
-          .env('MIGRATE_FROM_DATABASE_URL')
-          .makeOptionMandatory(),
+      .option(
+        DATABASES.from.flags,
+        `the database to copy from, e.g. sqlite:./data/petstore.db (env: ${DATABASES.from.env})`,
       )
-      .addOption(
-        new Option('--to <url>', 'the database to copy into, e.g. postgres://user@host/db')
-          .env('MIGRATE_TO_DATABASE_URL')
-          .makeOptionMandatory(),
+      .option(
+        DATABASES.to.flags,
+        `the database to copy into, e.g. postgres://user@host/db (env: ${DATABASES.to.env})`,
       )
       .option('--batch-size <rows>', 'rows per read and per target transaction', positiveInteger, 1000)
       .addHelpText(
@@ -53,15 +58,23 @@ every pet, order and key of the source with the target, and exits non-zero if on
 id holds something different on each side (both sides took writes): each is printed, with both
 versions, and neither is changed.`,
       )
-      .action(async ({ from, to, batchSize }: { from: string; to: string; batchSize: number }) => {
+      .action(async (options: { from?: string; to?: string; batchSize: number }, command: Command) => {
+        const [from, to] = (['from', 'to'] as const).map((name) => {
+          const url = options[name] ?? io.env[DATABASES[name].env];
+          // As commander words a missing mandatory option (and exits 1, printing nothing else).
+          if (url === undefined)
+            command.error(`error: required option '${DATABASES[name].flags}' not specified`);
+          return url;
+        }) as [string, string];
+        const { batchSize } = options;
         if (from === to) throw new Error('--from and --to name the same database');
         // The target may be new (filling one is the point); a source that does not exist is a mistake.
         refuseMissingDatabase(from, '--from');
-        const source = await open('--from', from);
+        const source = await open(io, '--from', from);
         try {
-          const target = await open('--to', to);
+          const target = await open(io, '--to', to);
           try {
-            await migrate(source, target, batchSize);
+            await migrate(io, source, target, batchSize);
           } finally {
             await target.close();
           }
@@ -75,22 +88,22 @@ versions, and neither is changed.`,
 // A batch of a bulk copy may rightly take longer than any request should.
 const COPY_TIMEOUT_MS = 60_000;
 
-async function open(option: string, url: string): Promise<Storage> {
+async function open(io: CliIo, option: string, url: string): Promise<Storage> {
   try {
     const storage = await openStorage({
       databaseUrl: url,
       databasePoolSize: POOL_SIZE,
       databaseTimeoutMs: COPY_TIMEOUT_MS,
     });
-    process.stderr.write(`database ${option}: ${databaseLocation(url)}\n`);
+    io.stderr.write(`database ${option}: ${databaseLocation(url)}\n`);
     return storage;
   } catch (error) {
     throw new Error(`${option} ${withoutPassword(url)}: ${(error as Error).message}`);
   }
 }
 
-async function migrate(source: Storage, target: Storage, batchSize: number): Promise<void> {
-  const progress = new ProgressLine();
+async function migrate(io: CliIo, source: Storage, target: Storage, batchSize: number): Promise<void> {
+  const progress = new ProgressLine(io.stderr);
   let last: CopyProgress | undefined;
   await copyData(source, target, {
     batchSize,
@@ -109,25 +122,22 @@ async function migrate(source: Storage, target: Storage, batchSize: number): Pro
     target,
     { batchSize, maxListed: CONFLICTS_LISTED },
   );
-  process.stdout.write(
+  io.stdout.write(
     `${summary('api keys', apiKeys)}\n${summary('pets', pets)}\n${summary('orders', orders)}\n`,
   );
-  for (const conflict of petConflicts)
-    process.stdout.write(`${describeConflict('pet', conflict, petFields)}\n`);
+  for (const conflict of petConflicts) io.stdout.write(`${describeConflict('pet', conflict, petFields)}\n`);
   if (pets.conflicts > petConflicts.length)
-    process.stdout.write(`… and ${pets.conflicts - petConflicts.length} more conflicting pets, not listed\n`);
+    io.stdout.write(`… and ${pets.conflicts - petConflicts.length} more conflicting pets, not listed\n`);
   for (const conflict of orderConflicts)
-    process.stdout.write(`${describeConflict('order', conflict, orderFields)}\n`);
+    io.stdout.write(`${describeConflict('order', conflict, orderFields)}\n`);
   if (orders.conflicts > orderConflicts.length)
-    process.stdout.write(
+    io.stdout.write(
       `… and ${orders.conflicts - orderConflicts.length} more conflicting orders, not listed\n`,
     );
   for (const order of missingOrders)
-    process.stdout.write(
-      `missing: order ${order.id} is ${orderFields(order)} in the source, not in the target\n`,
-    );
+    io.stdout.write(`missing: order ${order.id} is ${orderFields(order)} in the source, not in the target\n`);
   if (orders.missing > missingOrders.length)
-    process.stdout.write(`… and ${orders.missing - missingOrders.length} more missing orders, not listed\n`);
+    io.stdout.write(`… and ${orders.missing - missingOrders.length} more missing orders, not listed\n`);
 
   const problems = [
     pets.conflicts > 0 &&
@@ -143,7 +153,7 @@ async function migrate(source: Storage, target: Storage, batchSize: number): Pro
       `${orders.missing === 1 ? '1 order of the source is' : `${orders.missing} orders of the source are`} not in the target (listed above): placed in the source during the copy (run it again), or for an animal that differs between the two (settle it first)`,
   ].filter((problem): problem is string => typeof problem === 'string');
   if (problems.length > 0) throw new Error(`${problems.join('; ')}; nothing was overwritten`);
-  process.stdout.write('every pet, order and API key of the source is in the target\n');
+  io.stdout.write('every pet, order and API key of the source is in the target\n');
 }
 
 function describe({ what, read, total, written, leftOut = 0 }: CopyProgress): string {

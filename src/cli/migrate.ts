@@ -2,9 +2,10 @@ import { Command } from 'commander';
 import { loadConfig } from '../config/config.js';
 import type { SchemaVersions } from '../domain/storage.js';
 import { databaseLocation } from '../storage/open-storage.js';
+import type { CliIo } from './io.js';
 import { withStorage } from './with-storage.js';
 
-export function migrateCommand(): Command {
+export function migrateCommand(io: CliIo): Command {
   return new Command('migrate')
     .description('apply pending schema migrations and exit')
     .addHelpText(
@@ -13,8 +14,11 @@ export function migrateCommand(): Command {
     )
     .action(async () => {
       // Opening the storage applies its migrations, and reports what it found and did.
-      const schema = await withStorage(async (storage) => storage.schema, { create: true, announce: false });
-      process.stderr.write(`${describeMigration(schema)}: ${databaseLocation(loadConfig().databaseUrl)}\n`);
+      const schema = await withStorage(io, async (storage) => storage.schema, {
+        create: true,
+        announce: false,
+      });
+      io.stderr.write(`${describeMigration(schema)}: ${databaseLocation(loadConfig(io.env).databaseUrl)}\n`);
     });
 }
 

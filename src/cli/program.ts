@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import { VERSION } from '../version.js';
+import { type CliIo, processIo } from './io.js';
 import { keysCommand } from './keys.js';
 import { migrateCommand } from './migrate.js';
 import { migrateDataCommand } from './migrate-data.js';
@@ -7,14 +8,14 @@ import { seedCommand } from './seed.js';
 import { serveCommand } from './serve.js';
 
 /** The `petstore` command line: every command it has (docs/configuration.md's command table is checked against it). */
-export function petstoreProgram(): Command {
+export function petstoreProgram(io: CliIo = processIo()): Command {
   return new Command('petstore')
     .description('The animal store service: an HTTP+JSON API for animals, guarded by API keys.')
     .version(VERSION, '-V, --version', 'print the version and exit')
     .addHelpText('after', '\nConfiguration comes from environment variables; see `petstore serve --help`.')
-    .addCommand(serveCommand())
-    .addCommand(keysCommand())
-    .addCommand(migrateCommand())
-    .addCommand(migrateDataCommand())
-    .addCommand(seedCommand());
+    .addCommand(serveCommand(io))
+    .addCommand(keysCommand(io))
+    .addCommand(migrateCommand(io))
+    .addCommand(migrateDataCommand(io))
+    .addCommand(seedCommand(io));
 }

@@ -6,16 +6,15 @@ const PLAIN_INTERVAL_MS = 2_000;
  * a log file, CI) plain lines, at most one every couple of seconds plus the last, since a carriage
  * return there would only garble the log.
  */
+import type { CliOutput } from './io.js';
+
 export class ProgressLine {
-  readonly #out: NodeJS.WritableStream & { isTTY?: boolean };
+  readonly #out: CliOutput;
   readonly #now: () => number;
   #lastPlainAt = Number.NEGATIVE_INFINITY;
   #lastPlainText: string | undefined;
 
-  constructor(
-    out: NodeJS.WritableStream & { isTTY?: boolean } = process.stderr,
-    now: () => number = Date.now,
-  ) {
+  constructor(out: CliOutput = process.stderr, now: () => number = Date.now) {
     this.#out = out;
     this.#now = now;
   }

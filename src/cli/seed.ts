@@ -2,6 +2,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { DEFAULT_ORDER_SHARES, sampleOrderStatus } from '../domain/sample-orders.js';
 import { samplePet } from '../domain/sample-pets.js';
 import type { OrderRecordInput } from '../domain/storage.js';
+import type { CliIo } from './io.js';
 import { ProgressLine } from './progress-line.js';
 import { withStorage } from './with-storage.js';
 
@@ -31,7 +32,7 @@ interface SeedOptions {
   cancelled: number;
 }
 
-export function seedCommand(): Command {
+export function seedCommand(io: CliIo): Command {
   return new Command('seed')
     .description('add realistic animals and orders (demos, benchmarks)')
     .option('-c, --count <n>', 'how many animals to add', count, 1000)
@@ -57,8 +58,8 @@ animals only.`,
       if (delivered + cancelled > 1)
         throw new InvalidArgumentError('--delivered and --cancelled add up to more than 1');
       const shares = { ordered, delivered, cancelled };
-      const progress = new ProgressLine();
-      await withStorage(async (storage) => {
+      const progress = new ProgressLine(io.stderr);
+      await withStorage(io, async (storage) => {
         let placed = 0;
         for (let added = 0; added < total; ) {
           const pets = Array.from({ length: Math.min(batchSize, total - added) }, () => samplePet());

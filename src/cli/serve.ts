@@ -3,6 +3,7 @@ import { availableParallelism } from 'node:os';
 import { Command, InvalidArgumentError } from 'commander';
 import { describeConfig, loadConfig } from '../config/config.js';
 import { databaseLocation } from '../storage/open-storage.js';
+import type { CliIo } from './io.js';
 
 /** `--workers`: a positive count, or `auto` for one per core. */
 function parseWorkers(value: string): number {
@@ -11,7 +12,7 @@ function parseWorkers(value: string): number {
   return Number(value);
 }
 
-export function serveCommand(): Command {
+export function serveCommand(io: CliIo): Command {
   const described = describeConfig();
   // Every description starts in one column, however long the longest name.
   const width = Math.max(...described.map((v) => v.name.length));
@@ -31,7 +32,7 @@ export function serveCommand(): Command {
     )
     .addHelpText('after', `\nEnvironment variables:\n${variables}`)
     .action(async ({ workers }: { workers: number }) => {
-      const config = loadConfig();
+      const config = loadConfig(io.env);
       // Loaded here, not at the top: the other commands and --help then start without Fastify and
       // the storage drivers, in about half the time.
       const { runCluster, STOP_ACCEPTING, STOPPED_ACCEPTING } = await import('../cluster.js');
@@ -72,6 +73,6 @@ export function serveCommand(): Command {
       });
       await starting;
       // On stderr as well as in the log: the one place a person starting it by hand is sure to look.
-      if (cluster.isPrimary) process.stderr.write(`database: ${databaseLocation(config.databaseUrl)}\n`);
+      if (cluster.isPrimary) io.stderr.write(`database: ${databaseLocation(config.databaseUrl)}\n`);
     });
 }

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { loadConfig } from '../config/config.js';
 import type { Storage } from '../domain/storage.js';
 import { databaseLocation, openStorage } from '../storage/open-storage.js';
+import type { CliIo } from './io.js';
 
 export interface WithStorageOptions {
   /**
@@ -14,16 +15,17 @@ export interface WithStorageOptions {
   announce?: boolean;
 }
 
-/** Runs a command against the configured database (DATABASE_URL), closing it afterwards. */
+/** Runs a command against the configured database (`io.env`'s DATABASE_URL), closing it afterwards. */
 export async function withStorage<T>(
+  io: CliIo,
   work: (storage: Storage) => Promise<T>,
   { create = false, announce = true }: WithStorageOptions = {},
 ): Promise<T> {
-  const { databaseUrl, ...config } = loadConfig();
+  const { databaseUrl, ...config } = loadConfig(io.env);
   if (!create) refuseMissingDatabase(databaseUrl, 'DATABASE_URL');
   const storage = await openStorage({ ...config, databaseUrl });
   try {
-    if (announce) process.stderr.write(`database: ${databaseLocation(databaseUrl)}\n`);
+    if (announce) io.stderr.write(`database: ${databaseLocation(databaseUrl)}\n`);
     return await work(storage);
   } finally {
     await storage.close();

@@ -19,6 +19,7 @@ import {
   oneLineFailure,
   poll,
   runCli,
+  runInProcess,
   type ServeProcess,
   startServe,
   type TempDatabase,
@@ -85,7 +86,7 @@ async function serve(t: TestContext, env: Record<string, string>): Promise<Serve
 }
 
 async function createKey(db: TempDatabase, name: string): Promise<string> {
-  const result = await runCli(['keys', 'create', '--name', name], { DATABASE_URL: db.url });
+  const result = await runInProcess(['keys', 'create', '--name', name], { DATABASE_URL: db.url });
   assert.equal(result.code, 0, result.stderr);
   const secret = result.stdout.trim();
   assert.match(secret, KEY);
@@ -93,7 +94,7 @@ async function createKey(db: TempDatabase, name: string): Promise<string> {
 }
 
 async function listKeys(db: TempDatabase): Promise<ListedKey[]> {
-  const result = await runCli(['keys', 'list', '--json'], { DATABASE_URL: db.url });
+  const result = await runInProcess(['keys', 'list', '--json'], { DATABASE_URL: db.url });
   assert.equal(result.code, 0, result.stderr);
   return JSON.parse(result.stdout) as ListedKey[];
 }
@@ -257,6 +258,7 @@ function integrityCheck(db: TempDatabase): unknown {
 
 describe('petstore help', { concurrency: 4 }, () => {
   test('when run with --version, then it prints the version of package.json and exits 0', async () => {
+    // The executable itself, once: the other commands' parsing and output run in this process.
     const result = await runCli(['--version']);
     assert.equal(result.code, 0, result.stderr);
     assert.equal(result.stdout, `${PACKAGE_VERSION}\n`);
@@ -264,7 +266,7 @@ describe('petstore help', { concurrency: 4 }, () => {
   });
 
   test('when run with --help, then it lists serve, keys and migrate, each with a one-line purpose, and exits 0', async () => {
-    const result = await runCli(['--help']);
+    const result = await runInProcess(['--help']);
     assert.equal(result.code, 0, result.stderr);
     const commands = helpSection(result.stdout, 'Commands:');
     for (const name of ['serve', 'keys', 'migrate']) {
@@ -283,7 +285,7 @@ describe('petstore help', { concurrency: 4 }, () => {
   });
 
   test('when run with keys --help, then it lists create, list and revoke and exits 0', async () => {
-    const result = await runCli(['keys', '--help']);
+    const result = await runInProcess(['keys', '--help']);
     assert.equal(result.code, 0, result.stderr);
     const commands = helpSection(result.stdout, 'Commands:');
     for (const name of ['create', 'list', 'revoke']) {
@@ -295,7 +297,7 @@ describe('petstore help', { concurrency: 4 }, () => {
   });
 
   test('when run with serve --help, then it lists every environment variable with its meaning and exits 0', async () => {
-    const result = await runCli(['serve', '--help']);
+    const result = await runInProcess(['serve', '--help']);
     assert.equal(result.code, 0, result.stderr);
     const variables = helpSection(result.stdout, 'Environment variables:');
     for (const { name } of describeConfig()) {
@@ -324,7 +326,7 @@ describe('petstore help', { concurrency: 4 }, () => {
 describe('petstore keys', { concurrency: 4 }, () => {
   test('when keys create --name ci runs, then it prints one pst_ key on stdout and exits 0', async (t) => {
     const db = await database(t);
-    const result = await runCli(['keys', 'create', '--name', 'ci'], { DATABASE_URL: db.url });
+    const result = await runInProcess(['keys', 'create', '--name', 'ci'], { DATABASE_URL: db.url });
     assert.equal(result.code, 0, result.stderr);
     const lines = result.stdout.split('\n');
     assert.equal(lines.length, 2, `stdout: ${JSON.stringify(result.stdout)}`);
@@ -340,7 +342,7 @@ describe('petstore keys', { concurrency: 4 }, () => {
     const secret = await createKey(db, 'ci');
     const [record] = await listKeys(db);
     assert.ok(record);
-    const result = await runCli(['keys', 'list'], { DATABASE_URL: db.url });
+    const result = await runInProcess(['keys', 'list'], { DATABASE_URL: db.url });
     assert.equal(result.code, 0, result.stderr);
     const [header, row, ...rest] = result.stdout.trimEnd().split('\n');
     assert.deepEqual(rest, []);
@@ -360,7 +362,7 @@ describe('petstore keys', { concurrency: 4 }, () => {
     const db = await database(t);
     const ci = await createKey(db, 'ci');
     const deploy = await createKey(db, 'deploy');
-    const result = await runCli(['keys', 'list', '--json'], { DATABASE_URL: db.url });
+    const result = await runInProcess(['keys', 'list', '--json'], { DATABASE_URL: db.url });
     assert.equal(result.code, 0, result.stderr);
     const keys = JSON.parse(result.stdout) as ListedKey[];
     assert.equal(keys.length, 2);
@@ -404,7 +406,7 @@ describe('petstore keys', { concurrency: 4 }, () => {
 
   test('when there is no key, then keys list says so and --json prints an empty array', async (t) => {
     const db = await database(t);
-    const table = await runCli(['keys', 'list'], { DATABASE_URL: db.url });
+    const table = await runInProcess(['keys', 'list'], { DATABASE_URL: db.url });
     assert.equal(table.code, 0, table.stderr);
     assert.equal(table.stdout, 'no keys\n');
     assert.deepEqual(await listKeys(db), []);
@@ -415,7 +417,7 @@ describe('petstore keys', { concurrency: 4 }, () => {
     await createKey(db, 'ci');
     await createKey(db, 'other');
     const id = (await listKeys(db)).find((k) => k.name === 'ci')?.id as string;
-    const result = await runCli(['keys', 'revoke', id], { DATABASE_URL: db.url });
+    const result = await runInProcess(['keys', 'revoke', id], { DATABASE_URL: db.url });
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stderr, new RegExp(`revoked ${id}`));
 
@@ -425,7 +427,7 @@ describe('petstore keys', { concurrency: 4 }, () => {
     assert.equal(new Date(revoked.revokedAt).toISOString(), revoked.revokedAt);
     assert.equal(keys.find((k) => k.name === 'other')?.revokedAt, null);
 
-    const table = await runCli(['keys', 'list'], { DATABASE_URL: db.url });
+    const table = await runInProcess(['keys', 'list'], { DATABASE_URL: db.url });
     const rows = table.stdout.split('\n');
     assert.match(rows.find((row) => row.startsWith(id)) ?? '', /\srevoked \d{4}-\d{2}-\d{2}$/);
     assert.match(rows.find((row) => /\sother\s/.test(row)) ?? '', /\sactive$/);
@@ -434,7 +436,7 @@ describe('petstore keys', { concurrency: 4 }, () => {
   test("when keys are created with --scopes, --expires-in and --expires-at, then keys list shows each one's scopes, expiry and status, aligned, and --json the same", async (t) => {
     const db = await database(t);
     const before = Date.now();
-    const run = (args: string[]) => runCli(['keys', 'create', ...args], { DATABASE_URL: db.url });
+    const run = (args: string[]) => runInProcess(['keys', 'create', ...args], { DATABASE_URL: db.url });
     const storefront = await run(['--name', 'storefront', '--scopes', 'pets:read,orders:write,orders:read']);
     assert.equal(storefront.code, 0, storefront.stderr);
     assert.match(
@@ -463,7 +465,7 @@ describe('petstore keys', { concurrency: 4 }, () => {
     assert.equal(listed.get('season')?.expiresAt, '2031-03-31T00:00:00.000Z');
     for (const key of listed.values()) assert.equal(key.status, 'active');
 
-    const table = await runCli(['keys', 'list'], { DATABASE_URL: db.url });
+    const table = await runInProcess(['keys', 'list'], { DATABASE_URL: db.url });
     assert.equal(table.code, 0, table.stderr);
     const lines = table.stdout.trimEnd().split('\n');
     assert.equal(lines.length, 4);
@@ -505,7 +507,7 @@ describe('petstore keys', { concurrency: 4 }, () => {
     test(`when keys create is given ${args.join(' ')}, then one line on stderr, a non-zero exit and no key stored`, async (t) => {
       const db = await database(t);
       const line = oneLineFailure(
-        await runCli(['keys', 'create', '--name', 'bad', ...args], { DATABASE_URL: db.url }),
+        await runInProcess(['keys', 'create', '--name', 'bad', ...args], { DATABASE_URL: db.url }),
       );
       assert.match(line, message);
       assert.doesNotMatch(line, /pst_|\bat \S+:\d+/);
@@ -516,7 +518,7 @@ describe('petstore keys', { concurrency: 4 }, () => {
   test('when keys revoke is given an unknown id, then it prints one clear line on stderr and exits non-zero', async (t) => {
     const db = await database(t);
     await createKey(db, 'ci');
-    const result = await runCli(['keys', 'revoke', 'key_doesnotexist'], { DATABASE_URL: db.url });
+    const result = await runInProcess(['keys', 'revoke', 'key_doesnotexist'], { DATABASE_URL: db.url });
     const line = failureAfterOpening(result, db);
     assert.match(line, /key_doesnotexist/);
     assert.doesNotMatch(line, /\bat \S+:\d+/);
@@ -527,8 +529,11 @@ describe('petstore keys', { concurrency: 4 }, () => {
     const db = await database(t);
     await createKey(db, 'ci');
     const id = (await listKeys(db))[0]?.id as string;
-    assert.equal((await runCli(['keys', 'revoke', id], { DATABASE_URL: db.url })).code, 0);
-    const line = failureAfterOpening(await runCli(['keys', 'revoke', id], { DATABASE_URL: db.url }), db);
+    assert.equal((await runInProcess(['keys', 'revoke', id], { DATABASE_URL: db.url })).code, 0);
+    const line = failureAfterOpening(
+      await runInProcess(['keys', 'revoke', id], { DATABASE_URL: db.url }),
+      db,
+    );
     assert.match(line, new RegExp(id));
   });
 });
@@ -538,19 +543,19 @@ describe('petstore migrate', { concurrency: 4 }, () => {
 
   test('when migrate runs on a new database, then it says it created the schema, where, exits 0 and the database is ready', async (t) => {
     const db = newDatabase(t);
-    const result = await runCli(['migrate'], { DATABASE_URL: db.url });
+    const result = await runInProcess(['migrate'], { DATABASE_URL: db.url });
     assert.equal(result.code, 0, result.stderr);
     assert.equal(result.stderr, `created the database schema (version ${latest}): ${db.path}\n`);
     assert.equal(integrityCheck(db), 'ok');
-    const list = await runCli(['keys', 'list'], { DATABASE_URL: db.url });
+    const list = await runInProcess(['keys', 'list'], { DATABASE_URL: db.url });
     assert.equal(list.stdout, 'no keys\n');
   });
 
   test('when migrate runs again, then it exits 0 and keeps the data', async (t) => {
     const db = newDatabase(t);
-    assert.equal((await runCli(['migrate'], { DATABASE_URL: db.url })).code, 0);
+    assert.equal((await runInProcess(['migrate'], { DATABASE_URL: db.url })).code, 0);
     const secret = await createKey(db, 'ci');
-    const again = await runCli(['migrate'], { DATABASE_URL: db.url });
+    const again = await runInProcess(['migrate'], { DATABASE_URL: db.url });
     assert.equal(again.code, 0, again.stderr);
     assert.equal(again.stderr, `the database schema is already up to date (version ${latest}): ${db.path}\n`);
     const keys = await listKeys(db);
@@ -566,7 +571,7 @@ describe('petstore migrate', { concurrency: 4 }, () => {
     old.exec(SQLITE_MIGRATIONS[0] as string);
     old.pragma('user_version = 1');
     old.close();
-    const result = await runCli(['migrate'], { DATABASE_URL: db.url });
+    const result = await runInProcess(['migrate'], { DATABASE_URL: db.url });
     assert.equal(result.code, 0, result.stderr);
     assert.equal(result.stderr, `migrated the database schema from version 1 to ${latest}: ${db.path}\n`);
   });
@@ -581,7 +586,7 @@ describe('configuration errors', { concurrency: 4 }, () => {
   ] as const) {
     test(`when ${variable}=${value}, then serve exits non-zero with one line naming ${variable}`, async (t) => {
       const db = newDatabase(t);
-      const result = await runCli(['serve'], { DATABASE_URL: db.url, PORT: '0', [variable]: value });
+      const result = await runInProcess(['serve'], { DATABASE_URL: db.url, PORT: '0', [variable]: value });
       const line = oneLineFailure(result);
       assert.ok(line.includes(variable), line);
     });
@@ -589,7 +594,7 @@ describe('configuration errors', { concurrency: 4 }, () => {
 
   test('when several values are bad, then one line says what a valid value of each looks like, without the values', async (t) => {
     const db = newDatabase(t);
-    const result = await runCli(['serve'], {
+    const result = await runInProcess(['serve'], {
       PORT: 'abc',
       DATABASE_URL: 'mysql://admin:hunter2@db',
       LOG_LEVEL: 'loud',
@@ -608,12 +613,13 @@ describe('configuration errors', { concurrency: 4 }, () => {
   test('when docs/configuration.md shows a configuration error, then it is the line the service prints', async () => {
     const doc = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
     const shown = /Configuration errors say [^`]*`([^`]+)`/.exec(doc.replaceAll('\n', ' '))?.[1];
+    // The executable itself: the line a failed start prints, and its exit status, from the process.
     const line = oneLineFailure(await runCli(['serve'], { PORT: 'abc', DATABASE_URL: 'mysql://x' }));
     assert.equal(line, shown);
   });
 
   test('when DATABASE_URL is bad, then keys list exits non-zero with one line naming DATABASE_URL', async () => {
-    const line = oneLineFailure(await runCli(['keys', 'list'], { DATABASE_URL: 'mysql://x' }));
+    const line = oneLineFailure(await runInProcess(['keys', 'list'], { DATABASE_URL: 'mysql://x' }));
     assert.ok(line.includes('DATABASE_URL'), line);
   });
 });
@@ -735,7 +741,7 @@ describe('petstore serve', { concurrency: 4 }, () => {
 
   test('when a key made with keys create --scopes pets:read is used, then writes get 403 insufficient_scope, and keys list shows its last use once the server stops', async (t) => {
     const db = await database(t);
-    const created = await runCli(['keys', 'create', '--name', 'reader', '--scopes', 'pets:read'], {
+    const created = await runInProcess(['keys', 'create', '--name', 'reader', '--scopes', 'pets:read'], {
       DATABASE_URL: db.url,
     });
     assert.equal(created.code, 0, created.stderr);
@@ -765,7 +771,7 @@ describe('petstore serve', { concurrency: 4 }, () => {
       lastUsed >= Date.parse(listed?.createdAt ?? '') && lastUsed <= Date.now(),
       listed?.lastUsedAt ?? 'null',
     );
-    const table = await runCli(['keys', 'list'], { DATABASE_URL: db.url });
+    const table = await runInProcess(['keys', 'list'], { DATABASE_URL: db.url });
     assert.match(
       table.stdout.split('\n')[1] ?? '',
       /\spets:read\s+\S+ \S+\s+never\s+\d{4}-\d{2}-\d{2} \d{2}:\d{2}Z\s+active$/,
@@ -781,7 +787,7 @@ describe('petstore serve', { concurrency: 4 }, () => {
     assert.deepEqual(await getPets(server.url, keptKey), { status: 200, body: [] });
 
     const id = (await listKeys(db)).find((k) => k.name === 'to-revoke')?.id as string;
-    const revoke = await runCli(['keys', 'revoke', id], { DATABASE_URL: db.url });
+    const revoke = await runInProcess(['keys', 'revoke', id], { DATABASE_URL: db.url });
     assert.equal(revoke.code, 0, revoke.stderr);
 
     const refused = await fetch(`${server.url}/v1/pets`, { headers: auth(revokedKey) });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, backends, before, sqlite, type TestDatabase, test } from '../support/backends.js';
-import { runCli } from '../support/cli.js';
+import { runInProcess } from '../support/cli.js';
 
 /**
  * migrate-data carries the event log (ids, instants and data kept) and webhook endpoints (secrets, a
@@ -44,7 +44,7 @@ for (const backend of backends) {
       });
 
       test('when copied, then every event and endpoint arrives unchanged, a re-run writes none again, and new events come after the copied ones', async () => {
-        const run = await runCli([
+        const run = await runInProcess([
           'migrate-data',
           '--from',
           source.url,
@@ -64,7 +64,7 @@ for (const backend of backends) {
             await to.webhooks.listEndpoints(0n, 10),
             await from.webhooks.listEndpoints(0n, 10),
           );
-          const again = await runCli(['migrate-data', '--from', source.url, '--to', target.url]);
+          const again = await runInProcess(['migrate-data', '--from', source.url, '--to', target.url]);
           assert.equal(again.code, 0, again.stderr);
           assert.match(again.stderr, /^events: 26 of 26 read \(100%\), 0 written, 26 already there$/m);
           assert.match(

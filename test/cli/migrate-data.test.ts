@@ -4,7 +4,7 @@ import { INT64_MAX, INT64_MIN, PET_STATUSES, type Pet } from '../../src/domain/p
 import type { ApiKeyRecord, Storage } from '../../src/domain/storage.js';
 import { compareData, orderBatches, petBatches } from '../../src/storage/copy-data.js';
 import { after, backends, before, sqlite, type TestDatabase, test } from '../support/backends.js';
-import { runCli } from '../support/cli.js';
+import { runInProcess } from '../support/cli.js';
 import { createPet } from '../support/storage.js';
 
 const PET_COUNT = 3_000;
@@ -96,7 +96,7 @@ for (const backend of backends) {
       return storage;
     };
     const migrateData = (to: TestDatabase) =>
-      runCli(['migrate-data', '--from', source.url, '--to', to.url, '--batch-size', '700']);
+      runInProcess(['migrate-data', '--from', source.url, '--to', to.url, '--batch-size', '700']);
 
     before(async () => {
       source = await sqlite.create();
@@ -144,7 +144,7 @@ for (const backend of backends) {
     });
 
     test('when the databases are given in MIGRATE_FROM_DATABASE_URL and MIGRATE_TO_DATABASE_URL, then it runs as with --from and --to', async () => {
-      const run = await runCli(['migrate-data', '--batch-size', '700'], {
+      const run = await runInProcess(['migrate-data', '--batch-size', '700'], {
         MIGRATE_FROM_DATABASE_URL: source.url,
         MIGRATE_TO_DATABASE_URL: target.url,
       });
@@ -312,7 +312,7 @@ for (const backend of backends) {
       );
       const first = await old.orders.place({ petId: (pets[0] as Pet).id, at: new Date() });
       const run = (to: TestDatabase) =>
-        runCli(['migrate-data', '--from', small.url, '--to', to.url, '--batch-size', '2']);
+        runInProcess(['migrate-data', '--from', small.url, '--to', to.url, '--batch-size', '2']);
       assert.equal((await run(smallTarget)).code, 0);
 
       // The old service went on: it delivered the order copied as placed, and placed a new one.

@@ -5,7 +5,7 @@ import { openStorage } from '../../src/storage/open-storage.js';
 import {
   killAllCliProcesses,
   migratedTempDatabase,
-  runCli,
+  runInProcess,
   type TempDatabase,
   tempDatabase,
 } from '../support/cli.js';
@@ -20,7 +20,7 @@ describe('petstore seed', { concurrency: 4 }, () => {
   test('when seed --count 2500 --orders 0 runs, then 2500 plausible animals and no orders are added in batches with plain progress lines', async () => {
     const database = await migratedTempDatabase();
     databases.push(database);
-    const result = await runCli(['seed', '--count', '2500', '--batch-size', '1000', '--orders', '0'], {
+    const result = await runInProcess(['seed', '--count', '2500', '--batch-size', '1000', '--orders', '0'], {
       DATABASE_URL: database.url,
     });
     assert.equal(result.code, 0, result.stderr);
@@ -54,7 +54,7 @@ describe('petstore seed', { concurrency: 4 }, () => {
   test('when seed runs with order shares, then that share of the animals is ordered, orders are placed, delivered and cancelled as asked, and each ordered animal has the status its order implies', async () => {
     const database = await migratedTempDatabase();
     databases.push(database);
-    const result = await runCli(
+    const result = await runInProcess(
       [
         'seed',
         '--count',
@@ -107,7 +107,7 @@ describe('petstore seed', { concurrency: 4 }, () => {
     test(`when seed is run with ${args.join(' ')}, then it exits non-zero with one line saying why`, async () => {
       const database = tempDatabase();
       databases.push(database);
-      const result = await runCli(['seed', ...args], { DATABASE_URL: database.url });
+      const result = await runInProcess(['seed', ...args], { DATABASE_URL: database.url });
       assert.notEqual(result.code, 0);
       assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
       assert.match(result.stderr, message);
@@ -118,7 +118,7 @@ describe('petstore seed', { concurrency: 4 }, () => {
     test(`when --count is ${bad}, then it exits non-zero with one line saying why`, async () => {
       const database = tempDatabase();
       databases.push(database);
-      const result = await runCli(['seed', '--count', bad], { DATABASE_URL: database.url });
+      const result = await runInProcess(['seed', '--count', bad], { DATABASE_URL: database.url });
       assert.notEqual(result.code, 0);
       assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
       assert.match(result.stderr, /count.*expected an integer from 1 to 100000000/);
@@ -129,7 +129,7 @@ describe('petstore seed', { concurrency: 4 }, () => {
 describe('petstore command errors', () => {
   for (const args of [['frobnicate'], ['keys', 'frob'], ['keys', 'list', '--bogus']]) {
     test(`when run as petstore ${args.join(' ')}, then it exits non-zero with one line naming the mistake`, async () => {
-      const result = await runCli(args, { DATABASE_URL: 'sqlite::memory:' });
+      const result = await runInProcess(args, { DATABASE_URL: 'sqlite::memory:' });
       assert.notEqual(result.code, 0);
       assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
       assert.match(result.stderr, /^error: unknown (command|option) '(frobnicate|frob|--bogus)'/);

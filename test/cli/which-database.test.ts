@@ -9,6 +9,7 @@ import {
   migratedTempDatabase,
   oneLineFailure,
   runCli,
+  runInProcess,
   startServe,
   type TempDatabase,
   tempDatabase,
@@ -58,7 +59,7 @@ describe('a command cannot miss its database', { concurrency: 4 }, () => {
       missing.remove();
       target.remove();
     });
-    const result = await runCli(['migrate-data', '--from', missing.url, '--to', target.url]);
+    const result = await runInProcess(['migrate-data', '--from', missing.url, '--to', target.url]);
     assert.equal(result.code, 1);
     assert.equal(
       oneLineFailure(result),
@@ -87,7 +88,7 @@ describe('a command cannot miss its database', { concurrency: 4 }, () => {
   ]) {
     test(`when ${args.join(' ')} runs, then its stderr names the database it opened, by absolute path, once`, async (t) => {
       const db = await migrated(t);
-      const result = await runCli(args, { DATABASE_URL: db.url });
+      const result = await runInProcess(args, { DATABASE_URL: db.url });
       assert.equal(result.code, 0, result.stderr);
       assert.deepEqual(databaseLines(result.stderr), [`database: ${db.path}`]);
     });
@@ -95,10 +96,10 @@ describe('a command cannot miss its database', { concurrency: 4 }, () => {
 
   test('when keys revoke runs, then its stderr names the database it opened first', async (t) => {
     const db = await migrated(t);
-    assert.equal((await runCli(['keys', 'create', '--name', 'x'], { DATABASE_URL: db.url })).code, 0);
-    const listed = await runCli(['keys', 'list', '--json'], { DATABASE_URL: db.url });
+    assert.equal((await runInProcess(['keys', 'create', '--name', 'x'], { DATABASE_URL: db.url })).code, 0);
+    const listed = await runInProcess(['keys', 'list', '--json'], { DATABASE_URL: db.url });
     const [{ id }] = JSON.parse(listed.stdout) as [{ id: string }];
-    const result = await runCli(['keys', 'revoke', id], { DATABASE_URL: db.url });
+    const result = await runInProcess(['keys', 'revoke', id], { DATABASE_URL: db.url });
     assert.equal(result.code, 0, result.stderr);
     assert.equal(result.stderr, `database: ${db.path}\nrevoked ${id}\n`);
   });
@@ -108,7 +109,7 @@ describe('a command cannot miss its database', { concurrency: 4 }, () => {
     const target = tempDatabase();
     assert.equal(existsSync(target.path), false);
     t.after(() => target.remove());
-    const result = await runCli(['migrate-data', '--from', source.url, '--to', target.url]);
+    const result = await runInProcess(['migrate-data', '--from', source.url, '--to', target.url]);
     assert.equal(result.code, 0, result.stderr);
     assert.deepEqual(databaseLines(result.stderr), [
       `database --from: ${source.path}`,
@@ -147,7 +148,7 @@ describe('a command cannot miss its database', { concurrency: 4 }, () => {
     await (await database.open()).close();
     const withPassword = new URL(database.url);
     withPassword.password = 'hunter2-secret';
-    const result = await runCli(['keys', 'list'], { DATABASE_URL: withPassword.href });
+    const result = await runInProcess(['keys', 'list'], { DATABASE_URL: withPassword.href });
     assert.equal(result.code, 0, result.stderr);
     const expected = new URL(database.url);
     expected.password = '';

@@ -8,7 +8,7 @@ import {
   type CliResult,
   killAllCliProcesses,
   poll,
-  runCli,
+  runInProcess,
   type ServeProcess,
   startServe,
 } from '../support/cli.js';
@@ -108,13 +108,13 @@ for (const backend of backends) {
       });
       firstKey = await server.waitFor('the first key printout', () => KEY.exec(server?.stderr ?? '')?.[0]);
 
-      const createdRun = await runCli(['keys', 'create', '--name', 'secrets-test'], {
+      const createdRun = await runInProcess(['keys', 'create', '--name', 'secrets-test'], {
         DATABASE_URL: database.url,
       });
       assert.equal(createdRun.code, 0, createdRun.stderr);
       createdKey = createdRun.stdout.trim();
       assert.match(createdKey, KEY);
-      const scopedRun = await runCli(
+      const scopedRun = await runInProcess(
         ['keys', 'create', '--name', 'scoped', '--scopes', 'pets:read', '--expires-in', '30d'],
         { DATABASE_URL: database.url },
       );
@@ -213,12 +213,12 @@ for (const backend of backends) {
       }
 
       // Revoke the created key from another process; the running service refuses it from then on.
-      const listed = await runCli(['keys', 'list', '--json'], { DATABASE_URL: database.url });
+      const listed = await runInProcess(['keys', 'list', '--json'], { DATABASE_URL: database.url });
       const id = (JSON.parse(listed.stdout) as { id: string; name: string }[]).find(
         (k) => k.name === 'secrets-test',
       )?.id;
       assert.ok(id);
-      const revoked = await runCli(['keys', 'revoke', id], { DATABASE_URL: database.url });
+      const revoked = await runInProcess(['keys', 'revoke', id], { DATABASE_URL: database.url });
       assert.equal(revoked.code, 0, revoked.stderr);
       await poll('the revoked key to be refused', async () => {
         const exchange = await call('revoked key', '/v1/pets', { auth: bearer(createdKey) });
@@ -227,8 +227,8 @@ for (const backend of backends) {
 
       // Before the pets table goes (SQLite prepares its statements when the database is opened).
       listings = [
-        await runCli(['keys', 'list'], { DATABASE_URL: database.url }),
-        await runCli(['keys', 'list', '--json'], { DATABASE_URL: database.url }),
+        await runInProcess(['keys', 'list'], { DATABASE_URL: database.url }),
+        await runInProcess(['keys', 'list', '--json'], { DATABASE_URL: database.url }),
       ];
 
       // An internal error: the pets table disappears under the running service.

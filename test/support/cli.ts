@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { run } from '../../src/cli/run.js';
+import { describeConfig } from '../../src/config/config.js';
 import { openStorage } from '../../src/storage/open-storage.js';
 import { type CliResult, jsonLines, poll, type ServeProcess } from '../../support/service-process.js';
 
@@ -16,6 +18,27 @@ export {
   type ServeProcess,
   startServe,
 } from '../../support/service-process.js';
+
+/** Every variable the service reads: a developer's own settings must not reach a command a test runs. */
+const CONFIG_VARIABLES = new Set(describeConfig().map((variable) => variable.name));
+
+/**
+ * Runs `petstore <args>` in this process, as its `main` would in a process of its own: the same parsing,
+ * output and exit status, with `env` (over this process's environment, less any of the service's
+ * variables) as its environment. For what is about parsing, output and exit codes; what is about the
+ * process itself (signals, workers, crashes, the first start) runs the executable (`runCli`).
+ */
+export async function runInProcess(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  const own = Object.fromEntries(Object.entries(process.env).filter(([name]) => !CONFIG_VARIABLES.has(name)));
+  let stdout = '';
+  let stderr = '';
+  const code = await run(args, {
+    stdout: { write: (text: string) => (stdout += text) },
+    stderr: { write: (text: string) => (stderr += text) },
+    env: { ...own, NO_COLOR: '1', ...env },
+  });
+  return { code, signal: null, stdout, stderr };
+}
 
 /** A temporary SQLite database file for one test. */
 export interface TempDatabase {
