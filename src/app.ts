@@ -127,6 +127,7 @@ export async function buildApp({
   if (config.docsEnabled) await app.register(docs);
 
   const metrics = new ServiceMetrics(storage);
+  metrics.watchConnections(app.server as GuardedServer);
   await app.register(metricsEndpoint, { metrics, route: config.metrics === undefined });
   const counted = metrics.instrument(storage, new StorageOutage(app.log));
   const store = tracing ? tracing.storage.instrument(counted) : counted;
@@ -311,6 +312,9 @@ function httpServer(config: Config): NonNullable<FastifyServerOptions['serverFac
       handler,
     );
     server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+    // Past the cap Node closes a new connection as it arrives ('drop', counted in the metrics) rather
+    // than accept until the process runs out of descriptors.
+    server.maxConnections = config.maxConnections;
     return server;
   };
 }

@@ -66,10 +66,15 @@ export async function runCluster(config: Config, workers: number): Promise<void>
     // Before any worker is forked: a port in use stops the start here.
     if (config.metrics) {
       const { host, port } = config.metrics;
-      const listener = await listenForMetrics(host, port, async () => ({
-        contentType: metrics.contentType,
-        text: await metrics.text(),
-      }));
+      const listener = await listenForMetrics(
+        host,
+        port,
+        async () => ({
+          contentType: metrics.contentType,
+          text: await metrics.text(),
+        }),
+        config,
+      );
       log.info(`metrics listening at ${serverUrl(host, listener.port)}/metrics`);
     }
     url = await new Supervisor(config, workers, log, metrics).start();

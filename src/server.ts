@@ -69,7 +69,7 @@ export async function startServer(
     if (config.metrics && !cluster.isWorker) {
       const { host, port } = config.metrics;
       const listening = app;
-      metrics = await listenForMetrics(host, port, () => listening.scrapeMetrics());
+      metrics = await listenForMetrics(host, port, () => listening.scrapeMetrics(), config);
       app.log.info(`metrics listening at ${serverUrl(host, metrics.port)}/metrics`);
     }
     await app.listen({ host: config.host, port: config.port });

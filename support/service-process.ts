@@ -81,6 +81,8 @@ export interface ProcessOptions {
   stdout?: 'keep' | 'drain' | 'ignore';
   /** Node's own options, before the entry (e.g. --trace-gc, or --import of a preload). */
   nodeArgs?: string[];
+  /** The process's limit on open file descriptors (`ulimit -n`), when it must be lower than the machine's. */
+  openFileLimit?: number;
 }
 
 /** Every variable the service reads: a developer's own settings must not leak into a test's child. */
@@ -144,9 +146,21 @@ export class CliProcess {
   constructor(
     args: string[],
     env: Record<string, string>,
-    { cwd = REPO_ROOT, entry = 'current', stdout = 'keep', nodeArgs = [] }: ProcessOptions = {},
+    {
+      cwd = REPO_ROOT,
+      entry = 'current',
+      stdout = 'keep',
+      nodeArgs = [],
+      openFileLimit,
+    }: ProcessOptions = {},
   ) {
-    this.child = spawn(process.execPath, [...nodeArgs, ...entryArgs(entry), ...args], {
+    const command = [process.execPath, ...nodeArgs, ...entryArgs(entry), ...args];
+    // The shell sets the limit, then becomes the process (exec): its pid and signals are Node's.
+    const limited =
+      openFileLimit === undefined
+        ? command
+        : ['/bin/sh', '-c', `ulimit -n ${openFileLimit} && exec "$@"`, 'sh', ...command];
+    this.child = spawn(limited[0] as string, limited.slice(1), {
       cwd,
       env: childEnv(env),
       stdio: ['ignore', stdout === 'ignore' ? 'ignore' : 'pipe', 'pipe'],

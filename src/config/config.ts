@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type { BlockList } from 'node:net';
 import { getHeapStatistics } from 'node:v8';
 import envSchema from 'env-schema';
@@ -155,6 +156,13 @@ const EnvSchema = Type.Object({
     description:
       'A client must send its whole request (headers and body) within this many ms, or it gets 408 request_timeout and is disconnected.',
   }),
+  MAX_CONNECTIONS: Type.Integer({
+    minimum: 0,
+    maximum: 1_000_000,
+    default: 0,
+    description:
+      'Client connections the API port keeps open at once; one more is closed as it arrives (and counted). 0 means half the open-file limit (`ulimit -n`), so connections alone can never take every descriptor the database, logs and webhooks need.',
+  }),
   RATE_LIMIT_PER_SECOND: Type.Number({
     minimum: 0,
     maximum: 1_000_000,
@@ -269,6 +277,8 @@ export interface Config {
   corsOrigins: string[];
   headersTimeoutMs: number;
   requestTimeoutMs: number;
+  /** Client connections kept open at once on the API port (MAX_CONNECTIONS, or half the descriptor limit). */
+  maxConnections: number;
   rateLimit: { perSecond: number; burst: number };
   /** Failed authentications per client address: a bucket of `burst`, refilled at `perSecond`; undefined when off. */
   authFailures: { perSecond: number; burst: number } | undefined;
@@ -285,6 +295,21 @@ export interface Config {
     /** Where deliveries may connect: public addresses, and WEBHOOK_ALLOWED_NETWORKS. */
     policy: NetworkPolicy;
   };
+}
+
+/** Where the process's limits are on Linux; elsewhere the common default is assumed. */
+const LIMITS_FILE = '/proc/self/limits';
+const COMMON_OPEN_FILE_LIMIT = 1_024;
+
+/** The soft limit on open file descriptors (`ulimit -n`): Node has no call for it, Linux lists it. */
+export function openFileLimit(): number {
+  try {
+    const line = /^Max open files\s+(\d+|unlimited)/m.exec(readFileSync(LIMITS_FILE, 'utf8'));
+    if (line?.[1] === 'unlimited') return 1_000_000;
+    return line?.[1] ? Number(line[1]) : COMMON_OPEN_FILE_LIMIT;
+  } catch {
+    return COMMON_OPEN_FILE_LIMIT;
+  }
 }
 
 export class ConfigError extends Error {
@@ -327,6 +352,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     corsOrigins: list(parsed.CORS_ORIGINS),
     headersTimeoutMs: parsed.HEADERS_TIMEOUT_MS,
     requestTimeoutMs: parsed.REQUEST_TIMEOUT_MS,
+    maxConnections: parsed.MAX_CONNECTIONS > 0 ? parsed.MAX_CONNECTIONS : Math.floor(openFileLimit() / 2),
     rateLimit: { perSecond: parsed.RATE_LIMIT_PER_SECOND, burst: parsed.RATE_LIMIT_BURST },
     authFailures:
       parsed.AUTH_FAILURES_PER_MINUTE > 0

@@ -52,6 +52,11 @@ export class GuardedServer extends Server {
     this.on('connection', (socket: Socket) => this.#track(socket));
   }
 
+  /** Client connections open now (the metrics' petstore_http_connections). */
+  get openConnections(): number {
+    return this.#connections.size;
+  }
+
   /** True once drain() has begun (or close() was called directly): answers say `Connection: close`. */
   get draining(): boolean {
     return this.#phase === 'draining';

@@ -26,18 +26,39 @@ function answerError(res: ServerResponse, status: 404 | 405 | 500, headers: Reco
     .end(JSON.stringify({ code, message, status }));
 }
 
+/** The API's limits on slow clients (HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS), which a scrape port keeps too. */
+export interface ListenerTimeouts {
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+}
+
+/**
+ * Connections the scrape port keeps at once: a few scrapers, never the process's descriptors. Past it,
+ * one more is closed as it arrives.
+ */
+export const METRICS_MAX_CONNECTIONS = 32;
+/** An idle scraper's connection is closed after this long (Prometheus scrapes every 15 to 60 s). */
+const METRICS_KEEP_ALIVE_MS = 5_000;
+
 /**
  * Serves GET /metrics and nothing else, apart from the API: a plain node:http server, so the API's
  * hooks (auth, rate limits, request lines, the request counters themselves) never run for a scrape,
  * and a network policy can expose one port to Prometheus and the other to clients. Every other address
- * answers 404, in the API's Error body.
+ * answers 404, in the API's Error body. It keeps the API port's timeouts: with Node's defaults a silent
+ * or trickling connection stayed open 80 s or more.
  */
 export async function listenForMetrics(
   host: string,
   port: number,
   scrape: () => Promise<Scrape>,
+  { headersTimeoutMs, requestTimeoutMs }: ListenerTimeouts,
 ): Promise<MetricsListener> {
-  const server: Server = createServer((req, res) => {
+  const options = {
+    headersTimeout: headersTimeoutMs,
+    requestTimeout: requestTimeoutMs,
+    connectionsCheckingInterval: Math.min(1_000, headersTimeoutMs),
+  };
+  const server: Server = createServer(options, (req, res) => {
     const path = (req.url ?? '').split('?')[0];
     if (path !== '/metrics') return answerError(res, 404);
     if (req.method !== 'GET' && req.method !== 'HEAD') return answerError(res, 405, { allow: 'GET, HEAD' });
@@ -49,6 +70,8 @@ export async function listenForMetrics(
       () => answerError(res, 500),
     );
   });
+  server.keepAliveTimeout = METRICS_KEEP_ALIVE_MS;
+  server.maxConnections = METRICS_MAX_CONNECTIONS;
   await new Promise<void>((resolve, reject) => {
     const refused = (error: NodeJS.ErrnoException) =>
       reject(new Error(`cannot listen on METRICS_PORT ${port}: ${error.code ?? error.message}`));

@@ -8,6 +8,7 @@ import type { Storage } from '../domain/storage.js';
 import type { PendingDeliveries } from '../domain/webhooks.js';
 import { interceptErrors } from '../storage/intercept-errors.js';
 import { NODE_VERSION, VERSION } from '../version.js';
+import type { GuardedServer } from './connections.js';
 import { RequestMetrics } from './request-metrics.js';
 import { response } from './schemas/responses.js';
 import type { StorageOutage } from './storage-outage.js';
@@ -123,6 +124,24 @@ export class ServiceMetrics {
         },
       });
     }
+  }
+
+  /** The API port's open connections, and those closed on arrival because MAX_CONNECTIONS were open. */
+  watchConnections(server: GuardedServer): void {
+    const dropped = new Counter({
+      name: 'petstore_http_connections_dropped_total',
+      help: 'Client connections closed as they arrived because MAX_CONNECTIONS were already open.',
+      registers: [this.registry],
+    });
+    server.on('drop', () => dropped.inc());
+    new Gauge({
+      name: 'petstore_http_connections',
+      help: 'Client connections open on the API port (at most MAX_CONNECTIONS).',
+      registers: [this.registry],
+      collect() {
+        this.set(server.openConnections);
+      },
+    });
   }
 
   /** The same storage, with every failed operation counted, and outages told to `outage`. */

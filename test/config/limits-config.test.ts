@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
 import { getHeapStatistics } from 'node:v8';
-import { ConfigError, loadConfig } from '../../src/config/config.js';
+import { ConfigError, loadConfig, openFileLimit } from '../../src/config/config.js';
 
 test('when no limit is configured, then the defaults apply: 100/s with a burst of 200, in memory, 1 s loop delay, 90% of the heap, 10 s and 30 s timeouts', () => {
   const config = loadConfig({});
@@ -13,6 +14,10 @@ test('when no limit is configured, then the defaults apply: 100/s with a burst o
   });
   assert.equal(config.headersTimeoutMs, 10_000);
   assert.equal(config.requestTimeoutMs, 30_000);
+  // Half of `ulimit -n`, as the shell reports it for this very process's limits.
+  const limit = Number(execFileSync('/bin/sh', ['-c', 'ulimit -n'], { encoding: 'utf8' }).trim());
+  assert.equal(openFileLimit(), limit);
+  assert.equal(config.maxConnections, Math.floor(limit / 2));
 });
 
 test('when the limits are set, then they are read as given, MiB turned into bytes', () => {
@@ -24,12 +29,14 @@ test('when the limits are set, then they are read as given, MiB turned into byte
     OVERLOAD_MAX_HEAP_USED_MB: '512',
     HEADERS_TIMEOUT_MS: '2000',
     REQUEST_TIMEOUT_MS: '5000',
+    MAX_CONNECTIONS: '300',
   });
   assert.deepEqual(config.rateLimit, { perSecond: 0.5, burst: 7 });
   assert.equal(config.redisUrl, 'redis://cache.internal:6380/2');
   assert.deepEqual(config.overload, { maxEventLoopDelayMs: 0, maxHeapUsedBytes: 512 * 1024 * 1024 });
   assert.equal(config.headersTimeoutMs, 2000);
   assert.equal(config.requestTimeoutMs, 5000);
+  assert.equal(config.maxConnections, 300);
 });
 
 for (const [variable, value] of [
@@ -42,6 +49,8 @@ for (const [variable, value] of [
   ['OVERLOAD_MAX_HEAP_USED_MB', 'lots'],
   ['HEADERS_TIMEOUT_MS', '10'],
   ['REQUEST_TIMEOUT_MS', 'never'],
+  ['MAX_CONNECTIONS', '-1'],
+  ['MAX_CONNECTIONS', 'many'],
 ] as const) {
   test(`when ${variable}=${value}, then the start is refused with a ConfigError naming ${variable}`, () => {
     assert.throws(

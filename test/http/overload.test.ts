@@ -4,7 +4,7 @@ import { assertError } from '../support/error-body.js';
 import { until } from '../support/eventually.js';
 import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
 
-/** Asks until an answer is not 200: under-pressure samples on its own schedule, so the refusal is awaited, not timed. */
+/** Asks until an answer is not 200: the load shedder samples on its own schedule, so the refusal is awaited, not timed. */
 const firstRefusal = (ask: () => Promise<TestResponse>, beforeEach?: () => void): Promise<TestResponse> =>
   until(
     () => {

@@ -300,7 +300,7 @@ describe('request lines: warn for 429 and 503, error for a 500, and the connecti
       env: { OVERLOAD_MAX_HEAP_USED_MB: '1' },
     });
     servers.push(shedding);
-    // under-pressure samples on its own schedule: the refusal is awaited, not timed.
+    // the load shedder samples on its own schedule: the refusal is awaited, not timed.
     await until(
       () => shedding.request('GET', '/v1/pets', headers('w-503')),
       (res) => res.status === 503,
