@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { gunzipSync } from 'node:zlib';
 import { newApiKey } from '../../src/domain/api-keys.js';
-import { after, backends, before, describe, test } from '../support/backends.js';
+import { after, before, describe, httpLayerBackends, test } from '../support/backends.js';
 import { assertError } from '../support/error-body.js';
 import { addAnimal, type OrderBody, placeOrder } from '../support/orders.js';
 import { sendRaw } from '../support/raw-http.js';
@@ -37,7 +37,7 @@ function assertNotModified(res: TestResponse, etag: string, what: string): void 
   assert.equal(res.headers.get('content-length'), null, what);
 }
 
-for (const backend of backends) {
+for (const backend of httpLayerBackends) {
   backend.describe(`conditional requests (${backend.name})`, () => {
     let server: TestServer;
     let petId: number;

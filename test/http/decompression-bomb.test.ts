@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { brotliCompressSync, constants } from 'node:zlib';
-import { after, backends, before, test } from '../support/backends.js';
+import { after, before, httpLayerBackends, test } from '../support/backends.js';
 import { assertErrorAnswer } from '../support/error-body.js';
 import { addAnimal, placeOrder } from '../support/orders.js';
 import { sendRaw } from '../support/raw-http.js';
@@ -27,7 +27,7 @@ const WATCH_MS = 1_500;
  */
 const CPU_BOUND_MS = 500;
 
-for (const backend of backends) {
+for (const backend of httpLayerBackends) {
   backend.describe(`a compressed body past the limit (${backend.name})`, () => {
     let server: TestServer;
     let orderId: string;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { isDeepStrictEqual } from 'node:util';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
-import { after, backends, before, test } from '../support/backends.js';
+import { after, backends, before, httpLayerBackends, test } from '../support/backends.js';
 import { integrityCheck, storedPets, tableNames } from '../support/db-inspect.js';
 import { assertError } from '../support/error-body.js';
 import { walkLinks } from '../support/paging.js';
@@ -747,7 +747,13 @@ const RAW_CASES: RawCase[] = [
 ];
 
 for (const backend of backends) {
-  backend.describe(`hostile input (${backend.name})`, () => {
+  /**
+   * Every case on the HTTP layer's backend; elsewhere (PostgreSQL) the ones that reach the database: the
+   * accepted bodies, whose names (SQL, control characters, any Unicode) are stored, and the check that
+   * the tables are intact and hold exactly those names.
+   */
+  const everyCase = httpLayerBackends.includes(backend);
+  backend.describe(`hostile input (${backend.name}${everyCase ? '' : ': what is stored'})`, () => {
     let server: TestServer;
     /** Every pet the store must hold, in id order: the seed and each accepted request's pet. */
     let expected: Pet[] = [];
@@ -807,6 +813,7 @@ for (const backend of backends) {
     }
 
     for (const { when, body, contentType, contentEncoding, expect } of [...BODY_CASES, ...CODING_CASES]) {
+      if (!everyCase && 'error' in expect) continue;
       const outcome =
         'error' in expect ? `${expect.error[0]} ${expect.error[1]}` : '201 stores it exactly as sent';
       test(`when POST /v1/pets has ${when}, then ${outcome} and the store holds nothing else`, async () => {
@@ -831,7 +838,7 @@ for (const backend of backends) {
       });
     }
 
-    for (const { when, path, headers, expect } of PATH_CASES) {
+    for (const { when, path, headers, expect } of everyCase ? PATH_CASES : []) {
       const outcome = expect === 'list' ? '200 with the unfiltered list' : `${expect[0]} ${expect[1]}`;
       test(`when ${when}, then ${outcome} and nothing is stored`, async () => {
         const res = await rawRequest(server, 'GET', path, headers ? { headers, key: null } : {});
@@ -846,87 +853,90 @@ for (const backend of backends) {
       });
     }
 
-    test('when X-Request-Id holds SQL, then it is not echoed: the response carries a fresh UUID', async () => {
-      const res = await rawRequest(server, 'GET', '/v1/pets?limit=1', {
-        headers: { 'x-request-id': "' OR 1=1 --" },
-      });
-      assert.equal(res.status, 200);
-      assert.match(res.headers.get('x-request-id') ?? '', UUID);
-      await assertStoreUnchanged();
-    });
-
-    test('when X-Request-Id is 1000 characters long, then it is not echoed: the response carries a fresh UUID', async () => {
-      const res = await rawRequest(server, 'GET', '/v1/pets?limit=1', {
-        headers: { 'x-request-id': 'a'.repeat(1000) },
-      });
-      assert.equal(res.status, 200);
-      assert.match(res.headers.get('x-request-id') ?? '', UUID);
-    });
-
-    for (const { when, request, expect } of RAW_CASES) {
-      const [status, code, message] = expect;
-      test(`when ${when}, then ${status} ${code} with the Error body and nothing is stored`, async () => {
-        await thenStoreUnchanged(async () =>
-          assertRawError(await sendRaw(server.url, request), status, code, message),
-        );
-      });
-    }
-
-    /** Sends a head with Expect: 100-continue, and the body once an interim answer came: both answers. */
-    async function sendWithContinue(
-      method: string,
-      path: string,
-      body: string,
-    ): Promise<{ interim: string; res: RawHttpResponse }> {
-      const socket = connect(Number(new URL(server.url).port), '127.0.0.1');
-      const received: Buffer[] = [];
-      const closed = new Promise((resolve) => socket.on('close', resolve));
-      let continued: () => void = () => undefined;
-      const interimCame = new Promise<void>((resolve) => {
-        continued = resolve;
-      });
-      socket.on('data', (data: Buffer) => {
-        received.push(data);
-        if (Buffer.concat(received).includes('\r\n\r\n')) continued();
-      });
-      socket.write(
-        `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${auth}Content-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
-      );
-      await interimCame;
-      const interim = Buffer.concat(received).toString('latin1');
-      received.length = 0;
-      socket.write(body);
-      await closed;
-      return { interim, res: parseRawResponse(Buffer.concat(received)) };
-    }
-
-    test('when Expect: 100-continue comes with a valid key, then 100 Continue is sent, and after the body 201', async () => {
-      const { interim, res } = await sendWithContinue(
-        'POST',
-        '/v1/pets',
-        '{"name":"Continued","categoryId":1}',
-      );
-      assert.equal(interim, 'HTTP/1.1 100 Continue\r\n\r\n');
-      assert.equal(res.status, 201, res.body);
-      const pet = parseExact<Pet>(res.body);
-      assert.deepEqual(pet, { id: pet.id, name: 'Continued', categoryId: 1, status: 'available' });
-      expected.push(pet);
-      await assertStoreUnchanged();
-    });
-
-    // Fastify reads the body of a request it answers 404 or 405 too: without 100 Continue the client would
-    // wait for it, and the server for the body.
-    for (const [method, path, status, code] of [
-      ['POST', '/v1/no/such/path', 404, 'not_found'],
-      ['PUT', '/v1/pets', 405, 'method_not_allowed'],
-    ] as const) {
-      test(`when Expect: 100-continue comes with a key for ${method} ${path}, then 100 Continue is sent, and after the body ${status}`, async () => {
-        const { interim, res } = await sendWithContinue(method, path, petBody);
-        assert.equal(interim, 'HTTP/1.1 100 Continue\r\n\r\n');
-        assert.equal(res.status, status, res.body);
-        assert.equal(parseExact<{ code: string }>(res.body).code, code);
+    // The request's head, raw requests and Expect: the HTTP layer alone.
+    if (everyCase) {
+      test('when X-Request-Id holds SQL, then it is not echoed: the response carries a fresh UUID', async () => {
+        const res = await rawRequest(server, 'GET', '/v1/pets?limit=1', {
+          headers: { 'x-request-id': "' OR 1=1 --" },
+        });
+        assert.equal(res.status, 200);
+        assert.match(res.headers.get('x-request-id') ?? '', UUID);
         await assertStoreUnchanged();
       });
+
+      test('when X-Request-Id is 1000 characters long, then it is not echoed: the response carries a fresh UUID', async () => {
+        const res = await rawRequest(server, 'GET', '/v1/pets?limit=1', {
+          headers: { 'x-request-id': 'a'.repeat(1000) },
+        });
+        assert.equal(res.status, 200);
+        assert.match(res.headers.get('x-request-id') ?? '', UUID);
+      });
+
+      for (const { when, request, expect } of RAW_CASES) {
+        const [status, code, message] = expect;
+        test(`when ${when}, then ${status} ${code} with the Error body and nothing is stored`, async () => {
+          await thenStoreUnchanged(async () =>
+            assertRawError(await sendRaw(server.url, request), status, code, message),
+          );
+        });
+      }
+
+      /** Sends a head with Expect: 100-continue, and the body once an interim answer came: both answers. */
+      async function sendWithContinue(
+        method: string,
+        path: string,
+        body: string,
+      ): Promise<{ interim: string; res: RawHttpResponse }> {
+        const socket = connect(Number(new URL(server.url).port), '127.0.0.1');
+        const received: Buffer[] = [];
+        const closed = new Promise((resolve) => socket.on('close', resolve));
+        let continued: () => void = () => undefined;
+        const interimCame = new Promise<void>((resolve) => {
+          continued = resolve;
+        });
+        socket.on('data', (data: Buffer) => {
+          received.push(data);
+          if (Buffer.concat(received).includes('\r\n\r\n')) continued();
+        });
+        socket.write(
+          `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${auth}Content-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
+        );
+        await interimCame;
+        const interim = Buffer.concat(received).toString('latin1');
+        received.length = 0;
+        socket.write(body);
+        await closed;
+        return { interim, res: parseRawResponse(Buffer.concat(received)) };
+      }
+
+      test('when Expect: 100-continue comes with a valid key, then 100 Continue is sent, and after the body 201', async () => {
+        const { interim, res } = await sendWithContinue(
+          'POST',
+          '/v1/pets',
+          '{"name":"Continued","categoryId":1}',
+        );
+        assert.equal(interim, 'HTTP/1.1 100 Continue\r\n\r\n');
+        assert.equal(res.status, 201, res.body);
+        const pet = parseExact<Pet>(res.body);
+        assert.deepEqual(pet, { id: pet.id, name: 'Continued', categoryId: 1, status: 'available' });
+        expected.push(pet);
+        await assertStoreUnchanged();
+      });
+
+      // Fastify reads the body of a request it answers 404 or 405 too: without 100 Continue the client would
+      // wait for it, and the server for the body.
+      for (const [method, path, status, code] of [
+        ['POST', '/v1/no/such/path', 404, 'not_found'],
+        ['PUT', '/v1/pets', 405, 'method_not_allowed'],
+      ] as const) {
+        test(`when Expect: 100-continue comes with a key for ${method} ${path}, then 100 Continue is sent, and after the body ${status}`, async () => {
+          const { interim, res } = await sendWithContinue(method, path, petBody);
+          assert.equal(interim, 'HTTP/1.1 100 Continue\r\n\r\n');
+          assert.equal(res.status, status, res.body);
+          assert.equal(parseExact<{ code: string }>(res.body).code, code);
+          await assertStoreUnchanged();
+        });
+      }
     }
 
     test('when every hostile input has been sent, then the tables are all there, intact, and hold exactly the accepted pets', async () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
-import { after, backends, before, test } from '../support/backends.js';
+import { after, before, httpLayerBackends, test } from '../support/backends.js';
 import { assertError } from '../support/error-body.js';
 import { captureLog } from '../support/log-capture.js';
 import {
@@ -14,6 +14,7 @@ import {
   resolve,
 } from '../support/openapi-arbitraries.js';
 import { walkLinks } from '../support/paging.js';
+import { propertyRuns } from '../support/property-runs.js';
 import { rawRequest } from '../support/raw-json.js';
 import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
 
@@ -22,10 +23,11 @@ import { startTestServer, type TestResponse, type TestServer } from '../support/
  * schema and the listPets/getPet parameters), valid and invalid, against the live server. Whatever is
  * sent: never a 5xx; every response matches the document (rawRequest checks each one); a refused
  * request changes nothing; an accepted pet reads back identical, by id and in the list.
- * Runs are bounded (NUM_RUNS per property); a failure prints fast-check's seed and the shrunk request.
+ * Runs are bounded (NUM_RUNS per property, PETSTORE_TEST_PROPERTY_RUNS for more); a failure prints
+ * fast-check's seed and the shrunk request. On SQLite: the HTTP layer is the same on either backend.
  */
 
-const NUM_RUNS = 120;
+const NUM_RUNS = propertyRuns(120);
 
 /** The request content codings the service decodes (DECISIONS.md), and how to encode a body in each. */
 const ENCODERS: Record<string, (body: Buffer) => Buffer> = {
@@ -50,7 +52,7 @@ const asText = (pet: Json): PetText => ({
   status: pet.status as string,
 });
 
-for (const backend of backends) {
+for (const backend of httpLayerBackends) {
   backend.describe(`properties of requests generated from the OpenAPI document (${backend.name})`, () => {
     let server: TestServer;
     let doc: Json;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { API_KEY_SCOPES, type ApiKeyScope, newApiKey } from '../../src/domain/api-keys.js';
-import { after, backends, before, test } from '../support/backends.js';
+import { after, before, httpLayerBackends, test } from '../support/backends.js';
 import { startTestServer, type TestResponse, type TestServer } from '../support/test-server.js';
 
 /** A request to one operation: `valid` is answered as the operation does, `invalid` has a wrong shape. */
@@ -39,7 +39,7 @@ function assertForbidden(res: TestResponse, scope: ApiKeyScope, what: string): v
   );
 }
 
-for (const backend of backends) {
+for (const backend of httpLayerBackends) {
   backend.describe(`scopes on every operation (${backend.name})`, () => {
     let server: TestServer;
     /** One key per scope, each with that scope alone. */
