@@ -373,7 +373,15 @@ for (const backend of backends) {
       assert.deepEqual(rows, []);
     });
 
-    test('when a receiver holds every request, then at most WEBHOOK_CONCURRENCY_PER_ENDPOINT (4) are attempted at once, /readyz still answers, and every delivery arrives once it answers', async () => {
+    test('when a receiver holds every request, then at most WEBHOOK_CONCURRENCY_PER_ENDPOINT (4) are attempted at once, /readyz still answers, and every delivery arrives once it answers', async (t) => {
+      // A server of its own whose attempts outlast the hold: at FAST's 400 ms a held attempt would time
+      // out and be retried while the test looks, a fifth request that is no breach of the bound.
+      const holding = await startTestServer({
+        backend,
+        env: { ...FAST, WEBHOOK_TIMEOUT_MS: '120000' },
+        logger,
+      });
+      t.after(() => holding.close());
       let release!: () => void;
       const released = new Promise<void>((resolve) => {
         release = resolve;
@@ -383,10 +391,10 @@ for (const backend of backends) {
         await released;
         return { status: 200 };
       });
-      const endpoint = await register('/held');
-      for (let i = 0; i < 10; i++) await createPet(`held ${i}`);
+      const endpoint = await register('/held', {}, holding);
+      for (let i = 0; i < 10; i++) await createPet(`held ${i}`, holding);
       await receiver.waitFor(4, '/held');
-      const ready = await fetch(`${server.url}/readyz`);
+      const ready = await fetch(`${holding.url}/readyz`);
       assert.equal(ready.status, 200);
       assert.equal(
         receiver.received.filter((r) => r.path === '/held').length,
@@ -394,7 +402,11 @@ for (const backend of backends) {
         'no fifth while four are held',
       );
       release();
-      const list = await settle(endpoint, (d) => d.length === 10 && d.every((x) => x.status === 'succeeded'));
+      const list = await settle(
+        endpoint,
+        (d) => d.length === 10 && d.every((x) => x.status === 'succeeded'),
+        holding,
+      );
       assert.equal(list.length, 10);
       assert.equal(receiver.maxConcurrent.get('/held'), 4, 'four at once, never more');
     });
