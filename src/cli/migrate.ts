@@ -1,5 +1,4 @@
 import { Command } from 'commander';
-import { loadConfig } from '../config/config.js';
 import type { SchemaVersions } from '../domain/storage.js';
 import { databaseLocation } from '../storage/open-storage.js';
 import type { CliIo } from './io.js';
@@ -18,6 +17,7 @@ export function migrateCommand(io: CliIo): Command {
         create: true,
         announce: false,
       });
+      const { loadConfig } = await import('../config/config.js');
       io.stderr.write(`${describeMigration(schema)}: ${databaseLocation(loadConfig(io.env).databaseUrl)}\n`);
     });
 }

@@ -2,6 +2,7 @@ import cluster from 'node:cluster';
 import type { Command, CommanderError } from 'commander';
 import { type CliIo, processIo } from './io.js';
 import { petstoreProgram } from './program.js';
+import { addEnvironmentHelp } from './serve.js';
 
 /** Commander has written what it had to say (help, the version, a usage error): exit with this code. */
 class CommanderExit extends Error {
@@ -19,9 +20,14 @@ class CommanderExit extends Error {
 export async function run(argv: readonly string[], io: CliIo = processIo()): Promise<number> {
   const program = petstoreProgram(io);
   configure(program, io);
+  // `serve` is what a bare `petstore` does; a mistyped command is still reported as unknown.
+  const args = argv.length > 0 ? [...argv] : ['serve'];
   try {
-    // `serve` is what a bare `petstore` does; a mistyped command is still reported as unknown.
-    await program.parseAsync(argv.length > 0 ? [...argv] : ['serve'], { from: 'user' });
+    // serve's help lists every variable of the configuration, loaded only when serve is named
+    // (`serve`, `serve --help`, `help serve`): other commands, --version and --help start without it.
+    const serve = program.commands.find((command) => command.name() === 'serve');
+    if (serve && args.includes('serve')) await addEnvironmentHelp(serve);
+    await program.parseAsync(args, { from: 'user' });
     return 0;
   } catch (error) {
     if (error instanceof CommanderExit) return error.code;

@@ -1,7 +1,6 @@
 import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { Command, InvalidArgumentError } from 'commander';
-import { describeConfig, loadConfig } from '../config/config.js';
 import { databaseLocation } from '../storage/open-storage.js';
 import type { CliIo } from './io.js';
 
@@ -12,7 +11,13 @@ function parseWorkers(value: string): number {
   return Number(value);
 }
 
-export function serveCommand(io: CliIo): Command {
+/**
+ * `serve --help`'s list of environment variables, added once the configuration is loaded: run.ts calls
+ * it when `serve` is named, so other commands, `--version` and `--help` start without the
+ * configuration's schema and validator.
+ */
+export async function addEnvironmentHelp(serve: Command): Promise<void> {
+  const { describeConfig } = await import('../config/config.js');
   const described = describeConfig();
   // Every description starts in one column, however long the longest name.
   const width = Math.max(...described.map((v) => v.name.length));
@@ -22,6 +27,10 @@ export function serveCommand(io: CliIo): Command {
         `  ${v.name.padEnd(width)}  ${v.description}${v.default === undefined ? '' : ` (default: ${JSON.stringify(v.default)})`}`,
     )
     .join('\n');
+  serve.addHelpText('after', `\nEnvironment variables:\n${variables}`);
+}
+
+export function serveCommand(io: CliIo): Command {
   return new Command('serve')
     .description('run the HTTP service (the default command)')
     .option(
@@ -30,11 +39,11 @@ export function serveCommand(io: CliIo): Command {
       parseWorkers,
       1,
     )
-    .addHelpText('after', `\nEnvironment variables:\n${variables}`)
     .action(async ({ workers }: { workers: number }) => {
-      const config = loadConfig(io.env);
       // Loaded here, not at the top: the other commands and --help then start without Fastify and
       // the storage drivers, in about half the time.
+      const { loadConfig } = await import('../config/config.js');
+      const config = loadConfig(io.env);
       const { runCluster, STOP_ACCEPTING, STOPPED_ACCEPTING } = await import('../cluster.js');
       const { startServer } = await import('../server.js');
       if (workers > 1 && cluster.isPrimary) return runCluster(config, workers);

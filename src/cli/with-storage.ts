@@ -1,5 +1,4 @@
 import { existsSync } from 'node:fs';
-import { loadConfig } from '../config/config.js';
 import type { Storage } from '../domain/storage.js';
 import { databaseLocation, openStorage } from '../storage/open-storage.js';
 import type { CliIo } from './io.js';
@@ -21,6 +20,8 @@ export async function withStorage<T>(
   work: (storage: Storage) => Promise<T>,
   { create = false, announce = true }: WithStorageOptions = {},
 ): Promise<T> {
+  // Loaded here: help, the version and usage errors start without the configuration's validator.
+  const { loadConfig } = await import('../config/config.js');
   const { databaseUrl, ...config } = loadConfig(io.env);
   if (!create) refuseMissingDatabase(databaseUrl, 'DATABASE_URL');
   const storage = await openStorage({ ...config, databaseUrl });
