@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { newApiKey } from '../../src/domain/api-keys.js';
-import { after, backends, before, test } from '../support/backends.js';
+import { after, before, httpLayerBackends, test } from '../support/backends.js';
 import { executeSql } from '../support/db-inspect.js';
 import { assertError } from '../support/error-body.js';
 import { startTestServer, TEST_KEY, type TestServer } from '../support/test-server.js';
@@ -30,7 +30,7 @@ function assertTooMany(res: Awaited<ReturnType<TestServer['request']>>): void {
   assert.equal(res.headers.get('retry-after'), String(REFILL_SECONDS));
 }
 
-for (const backend of backends) {
+for (const backend of httpLayerBackends) {
   backend.describe(`failed authentications per client address (${backend.name})`, () => {
     let server: TestServer;
     let direct: TestServer;

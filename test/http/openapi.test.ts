@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { ERROR_STATUS } from '../../src/http/schemas/error.js';
-import { after, backends, before, test } from '../support/backends.js';
+import { after, before, httpLayerBackends, test } from '../support/backends.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
 type Json = Record<string, unknown>;
@@ -89,7 +89,7 @@ const statusCodes = (op: Operation) =>
     .filter((key) => key !== 'default')
     .sort();
 
-for (const backend of backends) {
+for (const backend of httpLayerBackends) {
   backend.describe(`OpenAPI document (${backend.name})`, () => {
     let server: TestServer;
     let doc: Json;

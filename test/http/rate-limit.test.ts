@@ -3,7 +3,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createConnection } from 'node:net';
 import { newApiKey } from '../../src/domain/api-keys.js';
-import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
+import { after, before, httpLayerBackends, type TestDatabase, test } from '../support/backends.js';
 import { until } from '../support/eventually.js';
 import { freePort } from '../support/free-port.js';
 import { captureLog } from '../support/log-capture.js';
@@ -46,7 +46,7 @@ const fields = (res: TestResponse) => ({
   retryAfter: res.headers.get('retry-after'),
 });
 
-for (const backend of backends) {
+for (const backend of httpLayerBackends) {
   backend.describe(`rate limits per API key, in memory (${backend.name})`, () => {
     const key = newKey();
     const otherKey = newKey();

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { after, backends, before, test } from '../support/backends.js';
+import { after, before, httpLayerBackends, test } from '../support/backends.js';
 import { sendRaw } from '../support/raw-http.js';
 import { startTestServer, TEST_KEY, type TestServer } from '../support/test-server.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
-for (const backend of backends) {
+for (const backend of httpLayerBackends) {
   backend.describe(`request ids (${backend.name})`, () => {
     let server: TestServer;
     before(async () => {

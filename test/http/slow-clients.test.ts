@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { type RunningServer, startServer } from '../../src/server.js';
-import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
+import { after, before, httpLayerBackends, type TestDatabase, test } from '../support/backends.js';
 import { assertRawError, parseRawResponse } from '../support/raw-http.js';
 import { TEST_KEY, testConfig } from '../support/test-server.js';
 
@@ -57,7 +57,7 @@ function assertTimedOut(answer: Buffer, message?: string): void {
   assert.equal(res.headers['content-length'], String(Buffer.byteLength(res.body)));
 }
 
-for (const backend of backends) {
+for (const backend of httpLayerBackends) {
   backend.describe(`slow clients (${backend.name})`, () => {
     let database: TestDatabase;
     let server: RunningServer;

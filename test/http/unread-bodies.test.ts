@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { Agent, request as httpRequest } from 'node:http';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
-import { after, backends, before, test } from '../support/backends.js';
+import { after, before, httpLayerBackends, test } from '../support/backends.js';
 import { RawConnection } from '../support/raw-connection.js';
 import { startTestServer, TEST_KEY, type TestServer } from '../support/test-server.js';
 
@@ -143,7 +143,7 @@ function agentRequest(
   });
 }
 
-for (const backend of backends) {
+for (const backend of httpLayerBackends) {
   backend.describe(`a body answered without being read (${backend.name})`, () => {
     let server: TestServer;
     let url: URL;
@@ -305,7 +305,7 @@ const stepArbitrary = fc.oneof(
     }),
 );
 
-for (const backend of backends) {
+for (const backend of httpLayerBackends) {
   backend.describe(`any sequence of requests on keep-alive connections (${backend.name})`, () => {
     let server: TestServer;
     let url: URL;

@@ -135,8 +135,9 @@ export const backends: Backend[] = [sqlite, postgres];
 
 /**
  * The backends of the suites about the HTTP layer alone (validation, hostile input, coded bodies,
- * routing errors, scopes, conditional requests, properties): SQLite, since that layer is the same
- * whatever stores the rows. What of them reaches the database runs on PostgreSQL too: test/http/smoke.test.ts
+ * routing errors, scopes, conditional requests, properties, the OpenAPI document, request ids, unread
+ * bodies, slow clients, rate limits and failed authentications per address): SQLite, since that layer
+ * is the same whatever stores the rows. What of them reaches the database runs on PostgreSQL too: test/http/smoke.test.ts
  * (every operation once, a 304, a 403, a 400), and in their own files the parts that store or fail in the
  * database (hostile names, the database gone). `PETSTORE_TEST_HTTP_BACKENDS=all` runs them on every backend.
  */
