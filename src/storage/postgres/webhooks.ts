@@ -176,11 +176,15 @@ export class PostgresWebhookStore implements WebhookStore {
     status,
     limit,
   }: DeliveryListQuery): Promise<WebhookDelivery[]> {
+    // Only the filters given, so each is an index condition: `($n IS NULL OR status = $n)` is none.
+    const where = ['endpoint_id = $1'];
+    const values: unknown[] = [endpointId];
+    if (beforeEventId !== undefined) where.push(`event_id < $${values.push(beforeEventId)}`);
+    if (status !== undefined) where.push(`status = $${values.push(status)}`);
     const { rows } = await this.#pool.query<DeliveryRow>(
-      `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries
-       WHERE endpoint_id = $1 AND ($2::bigint IS NULL OR event_id < $2) AND ($3::text IS NULL OR status = $3)
-       ORDER BY event_id DESC LIMIT $4`,
-      [endpointId, beforeEventId ?? null, status ?? null, limit],
+      `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE ${where.join(' AND ')}
+       ORDER BY event_id DESC LIMIT $${values.push(limit)}`,
+      values,
     );
     return rows.map(toDelivery);
   }

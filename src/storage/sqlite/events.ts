@@ -19,6 +19,18 @@ const toEvent = ([id, type, occurredAt, data]: EventTuple): StoredEvent => ({
  * SQLite has one writer at a time and ids are drawn inside the write transaction, so ids ascend in
  * commit order: a reader can never see an event before one with a smaller id.
  */
+/**
+ * A page of events after an id, of any type or of the given number of types. By type, each type's
+ * page is read through the (type, id) index and the pages merged: `type IN (…) ORDER BY id` let SQLite
+ * walk every event by id instead (it cannot know a rare type is rare), so a page of a rare type read
+ * the whole table. This reads at most `types × limit` rows, whatever the mix.
+ */
+function pageSql(types: number, limit: number): string {
+  if (types === 0) return `SELECT ${EVENT_COLUMNS} FROM events WHERE id > ? ORDER BY id LIMIT ${limit}`;
+  const ofType = `SELECT * FROM (SELECT ${EVENT_COLUMNS} FROM events WHERE type = ? AND id > ? ORDER BY id LIMIT ${limit})`;
+  return `SELECT * FROM (${Array(types).fill(ofType).join(' UNION ALL ')}) ORDER BY id LIMIT ${limit}`;
+}
+
 export class SqliteEventLog {
   readonly #insert: Database.Statement<[string, number, string, string | null], bigint>;
   readonly #fanOut: Database.Statement<{ eventId: bigint; type: string; at: number }>;
@@ -83,16 +95,14 @@ export class SqliteEventStore implements EventStore {
     let page = this.#pages.get(name);
     if (!page) {
       if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`invalid page size: ${limit}`);
-      const byType = types.length > 0 ? ` AND type IN (${types.map(() => '?').join(', ')})` : '';
       page = this.#db
-        .prepare<unknown[], EventTuple>(
-          `SELECT ${EVENT_COLUMNS} FROM events WHERE id > ?${byType} ORDER BY id LIMIT ${limit}`,
-        )
+        .prepare<unknown[], EventTuple>(pageSql(types.length, limit))
         .raw(true)
         .safeIntegers(true);
       this.#pages.set(name, page);
     }
-    return page.all(afterId, ...types).map(toEvent);
+    const values = types.length === 0 ? [afterId] : types.flatMap((type) => [type, afterId]);
+    return page.all(...values).map(toEvent);
   }
 
   async findById(id: bigint): Promise<StoredEvent | undefined> {
