@@ -47,9 +47,11 @@ describe('PostgreSQL unreachable', { concurrency: 2 }, () => {
   test('when it cannot be reached off CI, then each PostgreSQL test is reported as skipped with the reason, and the run passes', async () => {
     const run = await runSuite('test/http/smoke.test.ts', '');
     assert.equal(run.code, 0, run.output);
-    assert.equal(total(run.output, 'tests'), 2, run.output);
-    assert.equal(total(run.output, 'pass'), 1, run.output);
-    assert.equal(total(run.output, 'skipped'), 1, run.output);
+    // Each of its tests once per backend: the SQLite half passes, the PostgreSQL half is skipped.
+    const tests = total(run.output, 'tests');
+    assert.ok(tests >= 2 && tests % 2 === 0, run.output);
+    assert.equal(total(run.output, 'pass'), tests / 2, run.output);
+    assert.equal(total(run.output, 'skipped'), tests / 2, run.output);
     assert.match(
       run.output,
       /﹣ when a pet is created, then it can be listed and fetched .*# PostgreSQL was not run: cannot reach postgres:\/\/postgres@127\.0\.0\.1:1\/test: /,
@@ -59,7 +61,7 @@ describe('PostgreSQL unreachable', { concurrency: 2 }, () => {
   test('when it cannot be reached on CI, then the PostgreSQL tests fail', async () => {
     const run = await runSuite('test/http/smoke.test.ts', 'true');
     assert.equal(run.code, 1, run.output);
-    assert.equal(total(run.output, 'pass'), 1, run.output);
+    assert.equal(total(run.output, 'pass'), total(run.output, 'tests') / 2, run.output);
     assert.equal(total(run.output, 'skipped'), 0, run.output);
     // A suite whose `before` fails cancels its tests: failed or cancelled, none passes or is skipped.
     assert.ok(total(run.output, 'fail') + total(run.output, 'cancelled') >= 1, run.output);
