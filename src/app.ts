@@ -199,7 +199,7 @@ function deliverInBackground(
   const { timeoutMs, retrySchedule, disableAfterMs, concurrencyPerEndpoint, policy } = config.webhooks;
   const deliverer = new Deliverer({
     store: storage.webhooks,
-    sender: new WebhookSender(policy, { timeoutMs, connectionsPerOrigin: concurrencyPerEndpoint }),
+    sender: new WebhookSender(policy, { timeoutMs, connectionsPerEndpoint: concurrencyPerEndpoint }),
     schedule: retrySchedule,
     timeoutMs,
     disableAfterMs,

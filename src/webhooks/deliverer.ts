@@ -197,9 +197,9 @@ export class Deliverer {
     const { tracer } = this.#o;
     const result = await (tracer
       ? tracer.attempt(delivery, (trace) =>
-          sender.send(delivery.url, { ...headers, ...trace }, delivery.body),
+          sender.send(delivery.endpointId, delivery.url, { ...headers, ...trace }, delivery.body),
         )
-      : sender.send(delivery.url, headers, delivery.body));
+      : sender.send(delivery.endpointId, delivery.url, headers, delivery.body));
     const seconds = (performance.now() - started) / 1000;
     const at = now();
     const succeeded = result.answered && result.status >= 200 && result.status < 300;

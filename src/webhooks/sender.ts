@@ -6,8 +6,14 @@ import type { Agent, errors, request } from 'undici';
 interface Client {
   request: typeof request;
   errors: typeof errors;
-  agent: Agent;
+  Agent: typeof Agent;
 }
+
+/**
+ * Connection pools kept at once, one per endpoint: more than WEBHOOK_MAX_ENDPOINTS allows, so only a
+ * deleted endpoint's pool is ever closed for room (the least recently used goes first).
+ */
+const MAX_POOLS = 256;
 
 import type { NetworkPolicy } from '../domain/network-policy.js';
 import { VERSION } from '../version.js';
@@ -49,47 +55,76 @@ function guardedLookup(policy: NetworkPolicy): LookupFunction {
  * POSTs webhook deliveries with undici (Node's own HTTP client): redirects never followed, the whole
  * exchange bounded by `timeoutMs`, at most 1 KiB of an answer read, and connections made only to
  * addresses the policy permits, literal or resolved.
+ *
+ * Each endpoint has a connection pool of its own, kept alive between deliveries, of at most
+ * `connectionsPerEndpoint` connections. One pool per origin, as undici's Agent keeps, let a slow
+ * endpoint hold every connection to its host, and another endpoint on that host waited behind it.
  */
 export class WebhookSender {
   readonly #policy: NetworkPolicy;
   readonly #timeoutMs: number;
-  readonly #connectionsPerOrigin: number;
+  readonly #connectionsPerEndpoint: number;
   /**
-   * undici and its Agent, loaded on the first delivery: a process that never delivers (a command-line
-   * tool, a node with no endpoint) does not pay the 50 ms of loading it.
+   * undici, loaded on the first delivery: a process that never delivers (a command-line tool, a node
+   * with no endpoint) does not pay the 50 ms of loading it.
    */
   #client: Promise<Client> | undefined;
+  /** Each endpoint's pool, least recently used first. */
+  readonly #pools = new Map<bigint, Agent>();
 
   constructor(
     policy: NetworkPolicy,
-    { timeoutMs, connectionsPerOrigin }: { timeoutMs: number; connectionsPerOrigin: number },
+    { timeoutMs, connectionsPerEndpoint }: { timeoutMs: number; connectionsPerEndpoint: number },
   ) {
     this.#policy = policy;
     this.#timeoutMs = timeoutMs;
-    this.#connectionsPerOrigin = connectionsPerOrigin;
+    this.#connectionsPerEndpoint = connectionsPerEndpoint;
   }
 
   #load(): Promise<Client> {
     this.#client ??= import('undici').then(({ Agent: UndiciAgent, request, errors }) => ({
       request,
       errors,
-      agent: new UndiciAgent({
-        connections: this.#connectionsPerOrigin,
-        connect: { lookup: guardedLookup(this.#policy), timeout: this.#timeoutMs },
-        headersTimeout: this.#timeoutMs,
-        bodyTimeout: this.#timeoutMs,
-      }),
+      Agent: UndiciAgent,
     }));
     return this.#client;
   }
 
-  async send(url: string, headers: Record<string, string>, body: string): Promise<SendResult> {
+  #pool(endpointId: bigint, { Agent: UndiciAgent }: Client): Agent {
+    let pool = this.#pools.get(endpointId);
+    if (pool) {
+      this.#pools.delete(endpointId); // to the back: most recently used
+    } else {
+      pool = new UndiciAgent({
+        connections: this.#connectionsPerEndpoint,
+        connect: { lookup: guardedLookup(this.#policy), timeout: this.#timeoutMs },
+        headersTimeout: this.#timeoutMs,
+        bodyTimeout: this.#timeoutMs,
+      });
+      const [oldest] = this.#pools;
+      if (oldest && this.#pools.size >= MAX_POOLS) {
+        this.#pools.delete(oldest[0]);
+        void oldest[1].close().catch(() => undefined); // its requests under way finish first
+      }
+    }
+    this.#pools.set(endpointId, pool);
+    return pool;
+  }
+
+  async send(
+    endpointId: bigint,
+    url: string,
+    headers: Record<string, string>,
+    body: string,
+  ): Promise<SendResult> {
     const target = new URL(url);
     const host = target.hostname.startsWith('[') ? target.hostname.slice(1, -1) : target.hostname;
     // A literal address is connected to without any lookup: judged here.
     if (isIP(host) && !this.#policy.permits(host))
       return { answered: false, error: `refused: ${host} is not a public address` };
-    const { request, errors, agent } = await this.#load();
+    const client = await this.#load();
+    const { request, errors } = client;
+    const agent = this.#pool(endpointId, client);
     try {
       const answer = await request(target, {
         method: 'POST',
@@ -111,7 +146,9 @@ export class WebhookSender {
 
   /** Aborts what is under way (its attempts fail, their results are not recorded) and closes. */
   async destroy(): Promise<void> {
-    if (this.#client) await (await this.#client).agent.destroy();
+    const pools = [...this.#pools.values()];
+    this.#pools.clear();
+    await Promise.all(pools.map((pool) => pool.destroy()));
   }
 }
 

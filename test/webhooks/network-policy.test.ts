@@ -32,7 +32,7 @@ describe('the network policy at registration and at connect', () => {
   let server: TestServer;
   let receiver: WebhookReceiver;
   const allowed = new NetworkPolicy(parseNetworks('127.0.0.0/8'));
-  const sender = new WebhookSender(allowed, { timeoutMs: 2_000, connectionsPerOrigin: 1 });
+  const sender = new WebhookSender(allowed, { timeoutMs: 2_000, connectionsPerEndpoint: 1 });
   before(async () => {
     receiver = await WebhookReceiver.start();
     server = await startTestServer({ env: { WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8' } });
@@ -66,14 +66,14 @@ describe('the network policy at registration and at connect', () => {
       const url = `http://${host}:9/hook`;
       // The sender names the host as the URL parser wrote it (`::127.0.0.1` is `::7f00:1`).
       const bare = new URL(url).hostname.replace(/^\[|\]$/g, '');
-      const result = await sender.send(url, {}, '{}');
+      const result = await sender.send(1n, url, {}, '{}');
       assert.deepEqual(result, { answered: false, error: `refused: ${bare} is not a public address` }, host);
     }
   });
 
   test('when 127.0.0.0/8 is allowed, then the sender reaches a receiver on 127.0.0.1 through its IPv4-mapped form', async () => {
     const port = new URL(receiver.url()).port;
-    const result = await sender.send(`http://[::ffff:127.0.0.1]:${port}/mapped`, {}, '{"mapped":true}');
+    const result = await sender.send(1n, `http://[::ffff:127.0.0.1]:${port}/mapped`, {}, '{"mapped":true}');
     assert.equal(result.answered, true, JSON.stringify(result));
     assert.deepEqual(
       receiver.received.filter((r) => r.path === '/mapped').map((r) => r.body),
