@@ -151,6 +151,7 @@ export async function buildApp({
       deliveries: new CursorCodec(cursorSecret, 'webhook-deliveries'),
     },
     now,
+    config.webhooks.maxEndpoints,
   );
   deleteOldEvents(app, store, config.eventRetentionDays, now);
 

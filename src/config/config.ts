@@ -247,6 +247,13 @@ const EnvSchema = Type.Object({
     description:
       'Attempts to one webhook endpoint at once, across every node: one slow receiver cannot hold every delivery back.',
   }),
+  WEBHOOK_MAX_ENDPOINTS: Type.Integer({
+    minimum: 1,
+    maximum: 10_000,
+    default: 100,
+    description:
+      'Webhook endpoints that may exist at once (enabled or disabled); creating one more is 409 conflict.',
+  }),
   WEBHOOK_ALLOWED_NETWORKS: Type.String({
     default: '',
     pattern: '^[0-9A-Fa-f:.,/\\s]*$',
@@ -292,6 +299,8 @@ export interface Config {
     retrySchedule: number[];
     disableAfterMs: number;
     concurrencyPerEndpoint: number;
+    /** Endpoints that may exist at once (WEBHOOK_MAX_ENDPOINTS). */
+    maxEndpoints: number;
     /** Where deliveries may connect: public addresses, and WEBHOOK_ALLOWED_NETWORKS. */
     policy: NetworkPolicy;
   };
@@ -373,6 +382,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       retrySchedule: parseRetrySchedule(parsed.WEBHOOK_RETRY_SCHEDULE),
       disableAfterMs: parseDurationMs(parsed.WEBHOOK_DISABLE_AFTER),
       concurrencyPerEndpoint: parsed.WEBHOOK_CONCURRENCY_PER_ENDPOINT,
+      maxEndpoints: parsed.WEBHOOK_MAX_ENDPOINTS,
       policy: new NetworkPolicy(allowedNetworks(parsed.WEBHOOK_ALLOWED_NETWORKS)),
     },
   };

@@ -1,3 +1,4 @@
+import { ConflictError } from './errors.js';
 import type { NetworkPolicy } from './network-policy.js';
 import { type CursorCodec, DEFAULT_PAGE_SIZE } from './paging.js';
 import {
@@ -10,6 +11,10 @@ import {
   type WebhookEndpoint,
   type WebhookStore,
 } from './webhooks.js';
+
+/** What a create past WEBHOOK_MAX_ENDPOINTS answers (409), naming the limit. */
+export const endpointLimitMessage = (max: number): string =>
+  `at most ${max} webhook endpoints may exist (WEBHOOK_MAX_ENDPOINTS); delete one first`;
 
 export interface NewEndpointRequest {
   url: string;
@@ -29,13 +34,16 @@ export class WebhookEndpoints {
   readonly #endpointCursors: CursorCodec;
   readonly #deliveryCursors: CursorCodec;
   readonly #now: () => Date;
+  readonly #maxEndpoints: number;
 
   constructor(
     store: WebhookStore,
     policy: NetworkPolicy,
     cursors: { endpoints: CursorCodec; deliveries: CursorCodec },
     now: () => Date,
+    maxEndpoints: number,
   ) {
+    this.#maxEndpoints = maxEndpoints;
     this.#store = store;
     this.#policy = policy;
     this.#endpointCursors = cursors.endpoints;
@@ -43,15 +51,23 @@ export class WebhookEndpoints {
     this.#now = now;
   }
 
-  /** Throws InvalidEndpointError naming `url` or `types`. The answer carries the secret: the only time but a rotation's. */
-  create({ url, types, description = '' }: NewEndpointRequest): Promise<WebhookEndpoint> {
-    return this.#store.createEndpoint({
-      url: checkEndpointUrl(url, this.#policy),
-      types: endpointTypes(types),
-      description,
-      secret: newWebhookSecret(),
-      createdAt: this.#now(),
-    });
+  /**
+   * Throws InvalidEndpointError naming `url` or `types`, ConflictError when `maxEndpoints` exist. The
+   * answer carries the secret: the only time but a rotation's.
+   */
+  async create({ url, types, description = '' }: NewEndpointRequest): Promise<WebhookEndpoint> {
+    const endpoint = await this.#store.createEndpoint(
+      {
+        url: checkEndpointUrl(url, this.#policy),
+        types: endpointTypes(types),
+        description,
+        secret: newWebhookSecret(),
+        createdAt: this.#now(),
+      },
+      this.#maxEndpoints,
+    );
+    if (!endpoint) throw new ConflictError(endpointLimitMessage(this.#maxEndpoints));
+    return endpoint;
   }
 
   async list(limit = DEFAULT_PAGE_SIZE, cursor?: string): Promise<Page<WebhookEndpoint>> {

@@ -106,7 +106,11 @@ export interface PendingDeliveries {
 
 /** Webhook endpoints and their deliveries, as the database holds them. */
 export interface WebhookStore {
-  createEndpoint(endpoint: NewWebhookEndpoint): Promise<WebhookEndpoint>;
+  /**
+   * Stores the endpoint unless `maxEndpoints` exist already (then undefined), atomically on every node:
+   * racing creates never make more. It gets the events committed after it.
+   */
+  createEndpoint(endpoint: NewWebhookEndpoint, maxEndpoints: number): Promise<WebhookEndpoint | undefined>;
   listEndpoints(afterId: bigint, limit: number): Promise<WebhookEndpoint[]>;
   findEndpoint(id: bigint): Promise<WebhookEndpoint | undefined>;
   /** Deletes the endpoint and its deliveries, pending ones included; false when there was none. */
@@ -132,6 +136,14 @@ export interface WebhookStore {
     outcome: AttemptOutcome,
     disableIfFailingSince: Date,
   ): Promise<AttemptRecorded>;
+  /**
+   * Gives the events committed since the last fan-out (at most `batch` of them, oldest first) their
+   * deliveries, one per enabled endpoint whose types include the event and that existed (or was enabled
+   * again) before it. Done here, after the change's own transaction, so a change costs the same however
+   * many endpoints there are; one transaction per batch, so a crash leaves the batch to the next call and
+   * loses nothing. Resolves to how many events it went through.
+   */
+  fanOut(batch: number): Promise<number>;
   /** Gives leases back (a stopping node): those deliveries are due again at once. */
   releaseLeases(deliveries: readonly ClaimedDelivery[]): Promise<void>;
   /** When the next pending delivery is due (or its lease ends); undefined when none is pending. */

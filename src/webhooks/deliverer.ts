@@ -42,6 +42,11 @@ export interface DelivererOptions {
 /** Attempts this node makes at once, across endpoints. */
 const MAX_IN_FLIGHT = 64;
 /**
+ * Events given their deliveries per transaction: at WEBHOOK_MAX_ENDPOINTS' default of 100, at most
+ * 10,000 rows, a few milliseconds of SQLite's one writer at a time.
+ */
+const FAN_OUT_BATCH = 100;
+/**
  * Requests come first. While the event loop is busier than this (requests keep it saturated), delivery
  * yields: a few attempts at once, and a pause between claims. Deliveries then wait (the pending gauge
  * and the oldest pending age show it) and catch up once the load eases; none is lost.
@@ -140,9 +145,11 @@ export class Deliverer {
 
   /** Starts the attempts that are due; resolves to how long to sleep before looking again. */
   async #claimAndStart(maxInFlight: number): Promise<number> {
+    // The events committed since the last look get their deliveries first; a full batch: more may wait.
+    const fannedOut = await this.#o.store.fanOut(FAN_OUT_BATCH);
     const free = maxInFlight - this.#inFlight.size;
     // Every slot taken: an attempt ending wakes us.
-    if (free <= 0) return MAX_IDLE_MS;
+    if (free <= 0) return fannedOut === FAN_OUT_BATCH ? 0 : MAX_IDLE_MS;
     const now = this.#o.now();
     const leaseUntil = new Date(
       now.getTime() + this.#o.timeoutMs + Math.min(this.#o.timeoutMs, LEASE_MARGIN_MS),
@@ -155,7 +162,7 @@ export class Deliverer {
       });
       this.#inFlight.set(delivery, attempt);
     }
-    if (claimed.length === free) return 0; // more may be due
+    if (claimed.length === free || fannedOut === FAN_OUT_BATCH) return 0; // more may be due
     const due = await this.#o.store.nextDueAt();
     if (!due) return MAX_IDLE_MS;
     // Compared with the instant the claim was made at: due by then yet not claimed means its endpoint

@@ -24,13 +24,17 @@ for (const backend of backends) {
           });
         const placed = await storage.orders.place({ petId: 3n, at: new Date('2026-11-02T00:00:00.123Z') });
         assert.equal(placed.outcome, 'placed');
-        const endpoint = await storage.webhooks.createEndpoint({
-          url: 'https://hooks.example.com/copied',
-          types: ['order.placed', 'pet.created'],
-          description: 'copied with its secret',
-          secret: 'whsec_c2VjcmV0LW9uZS1zZWNyZXQtb25lLXNlY3JldC1vbmUhISE=',
-          createdAt: new Date('2026-10-31T00:00:00.000Z'),
-        });
+        const endpoint = await storage.webhooks.createEndpoint(
+          {
+            url: 'https://hooks.example.com/copied',
+            types: ['order.placed', 'pet.created'],
+            description: 'copied with its secret',
+            secret: 'whsec_c2VjcmV0LW9uZS1zZWNyZXQtb25lLXNlY3JldC1vbmUhISE=',
+            createdAt: new Date('2026-10-31T00:00:00.000Z'),
+          },
+          100,
+        );
+        assert.ok(endpoint);
         await storage.webhooks.rotateSecret(
           endpoint.id,
           'whsec_bmV3LXNlY3JldC1uZXctc2VjcmV0LW5ldy1zZWNyZXQhISEhISE=',

@@ -28,6 +28,12 @@ const ARGUMENTS: Record<string, unknown[]> = {
   endPending: [{ endpointId: 1n, at: 1 }],
   release: [1, 1n, 1n, 1],
   nextDue: [],
+  fanOutFrom: [],
+  fanOutTo: [0n, 100],
+  fanOut: [{ from: 0n, to: 100n }],
+  fannedOutTo: [1n],
+  anyEnabled: [],
+  skipFanOut: [],
 };
 
 test('when deliveries are claimed, attempted and recorded on SQLite, then no statement of the delivery loop reads the whole deliveries table or its pending index (each is an index search, whatever the backlog)', () => {

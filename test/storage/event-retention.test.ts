@@ -17,18 +17,23 @@ for (const backend of backends) {
       later(() => database.drop());
       const storage = await database.open();
       later(() => storage.close());
-      const endpoint = await storage.webhooks.createEndpoint({
-        url: 'https://hooks.example.com/r',
-        types: ['*'],
-        description: '',
-        secret: 'whsec_AAAA',
-        createdAt: new Date(NOW.getTime() - 40 * DAY),
-      });
+      const endpoint = await storage.webhooks.createEndpoint(
+        {
+          url: 'https://hooks.example.com/r',
+          types: ['*'],
+          description: '',
+          secret: 'whsec_AAAA',
+          createdAt: new Date(NOW.getTime() - 40 * DAY),
+        },
+        100,
+      );
+      assert.ok(endpoint);
       for (const daysAgo of [40, 35, 31, 29, 1])
         await storage.pets.create({
           pet: { name: `${daysAgo} days ago`, categoryId: 1n, status: 'available' },
           at: new Date(NOW.getTime() - daysAgo * DAY),
         });
+      assert.equal(await storage.webhooks.fanOut(100), 5);
       const deliveries = async () =>
         (
           await queryDatabase(

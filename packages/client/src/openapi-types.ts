@@ -2950,6 +2950,22 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description As many endpoints as `WEBHOOK_MAX_ENDPOINTS` allows (100 by default) exist already, enabled or disabled (code: `conflict`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "conflict",
+                     *       "message": "at most 100 webhook endpoints may exist (WEBHOOK_MAX_ENDPOINTS); delete one first",
+                     *       "status": 409
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Body larger than the configured limit (64 KiB by default), once decoded (code: `payload_too_large`) */
             413: {
                 headers: {

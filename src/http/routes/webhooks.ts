@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import { DEFAULT_PAGE_SIZE } from '../../domain/paging.js';
-import type { WebhookEndpoints } from '../../domain/webhook-endpoints.js';
+import { endpointLimitMessage, type WebhookEndpoints } from '../../domain/webhook-endpoints.js';
 import type { WebhookEndpoint as EndpointModel, WebhookDelivery } from '../../domain/webhooks.js';
 import { ContentEncodingHeader } from '../content-coding.js';
 import { ApiError } from '../errors.js';
@@ -83,6 +83,10 @@ const routes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (app, { en
           400: invalid(
             'Body missing `url`, or with an invalid `url`, `types` or `description`, or unknown properties',
             'url must be an absolute http: or https: URL',
+          ),
+          409: errorResponse(
+            'As many endpoints as `WEBHOOK_MAX_ENDPOINTS` allows (100 by default) exist already, enabled or disabled',
+            { conflict: endpointLimitMessage(100) },
           ),
           default: otherErrors('GET, HEAD, POST'),
           ...BODY_ERRORS,

@@ -31,9 +31,9 @@ const toEvent = (row: EventRow): StoredEvent => ({
 });
 
 /**
- * Records events in the caller's transaction, last thing before its COMMIT, and gives every enabled
- * endpoint subscribed to each type a pending delivery in the same statement; when it did, a NOTIFY
- * (sent by PostgreSQL at commit, to every node) wakes the deliverers.
+ * Records events in the caller's transaction, last thing before its COMMIT. Their deliveries fan out
+ * afterwards (webhooks.ts, fanOut), so a change costs the same however many endpoints there are; while
+ * any endpoint is enabled, a NOTIFY (sent by PostgreSQL at commit, to every node) wakes the deliverers.
  */
 export async function appendEvents(client: pg.PoolClient, events: readonly NewEvent[]): Promise<void> {
   if (events.length === 0) return;
@@ -50,15 +50,10 @@ export async function appendEvents(client: pg.PoolClient, events: readonly NewEv
              FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[])
                WITH ORDINALITY AS e(type, occurred_at, data, trace_context, n)
              ORDER BY n
-             RETURNING id, type, occurred_at
-           ), deliveries AS (
-             INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts, next_attempt_at)
-             SELECT w.id, ev.id, 'pending', 0, ev.occurred_at
-             FROM ev JOIN webhook_endpoints w
-               ON w.status = 'enabled' AND (w.types = '{*}' OR ev.type = ANY (w.types))
-             RETURNING 1
+             RETURNING id
            )
-           SELECT CASE WHEN EXISTS (SELECT 1 FROM deliveries) THEN pg_notify('${WEBHOOKS_CHANNEL}', '') END`,
+           SELECT CASE WHEN EXISTS (SELECT 1 FROM webhook_endpoints WHERE status = 'enabled')
+             THEN pg_notify('${WEBHOOKS_CHANNEL}', '') END`,
     values: [
       events.map((e) => e.type),
       events.map((e) => e.occurredAt),
@@ -137,6 +132,10 @@ export class PostgresEventStore implements EventStore {
       await client.query(
         `SELECT setval(seq, greatest((SELECT max(id) FROM events), nextval(seq)))
          FROM CAST(pg_get_serial_sequence('events', 'id') AS regclass) AS seq`,
+      );
+      // Imported events were delivered (or not) where they came from: the fan-out starts after them.
+      await client.query(
+        'UPDATE webhook_fanout SET last_event_id = greatest(last_event_id, (SELECT max(id) FROM events))',
       );
       return rowCount ?? 0;
     });

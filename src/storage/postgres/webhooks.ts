@@ -23,6 +23,8 @@ import { inTransaction } from './transaction.js';
 
 /** Claimers on every node take turns under this lock: the per-endpoint bound counts every node's leases. */
 const CLAIM_LOCK = 7_304_118_263_520_003n;
+/** Endpoint creates on every node take turns under this lock: WEBHOOK_MAX_ENDPOINTS is exact. */
+const ENDPOINTS_LOCK = 7_304_118_263_520_004n;
 /**
  * Delivery bookkeeping made in a transaction (claims, failed attempts) commits without waiting for the
  * write-ahead log to be flushed: a server crash could lose the last of it, and the worst that costs is
@@ -126,13 +128,20 @@ export class PostgresWebhookStore implements WebhookStore {
     return rows[0] && toEndpoint(rows[0]);
   }
 
-  async createEndpoint(e: NewWebhookEndpoint): Promise<WebhookEndpoint> {
-    const { rows } = await this.#pool.query<EndpointRow>(
-      `INSERT INTO webhook_endpoints (url, types, description, status, created_at, secret)
-       VALUES ($1, $2, $3, 'enabled', $4, $5) RETURNING ${ENDPOINT_COLUMNS}`,
-      [e.url, e.types, e.description, e.createdAt, e.secret],
-    );
-    return toEndpoint(rows[0] as EndpointRow);
+  async createEndpoint(e: NewWebhookEndpoint, maxEndpoints: number): Promise<WebhookEndpoint | undefined> {
+    // Creates take turns (the lock): each counts what the ones before it committed, so racing creates
+    // on any nodes cannot pass the limit together.
+    return inTransaction(this.#pool, async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock($1)', [ENDPOINTS_LOCK]);
+      const { rows } = await client.query<EndpointRow>(
+        `INSERT INTO webhook_endpoints (url, types, description, status, created_at, secret, deliver_after)
+         SELECT $1, $2, $3, 'enabled', $4, $5, (SELECT coalesce(max(id), 0) FROM events)
+         WHERE (SELECT count(*) FROM webhook_endpoints) < $6
+         RETURNING ${ENDPOINT_COLUMNS}`,
+        [e.url, e.types, e.description, e.createdAt, e.secret, maxEndpoints],
+      );
+      return rows[0] && toEndpoint(rows[0]);
+    });
   }
 
   async listEndpoints(afterId: bigint, limit: number): Promise<WebhookEndpoint[]> {
@@ -154,7 +163,10 @@ export class PostgresWebhookStore implements WebhookStore {
 
   async enableEndpoint(id: bigint): Promise<WebhookEndpoint | undefined> {
     const { rows } = await this.#pool.query<EndpointRow>(
-      `UPDATE webhook_endpoints SET status = 'enabled', disabled_reason = NULL, failing_since = NULL
+      // Enabled again, it gets the events from now on; one enabled already keeps every event it is owed.
+      `UPDATE webhook_endpoints SET status = 'enabled', disabled_reason = NULL, failing_since = NULL,
+         deliver_after = CASE WHEN status = 'disabled' THEN (SELECT coalesce(max(id), 0) FROM events)
+           ELSE deliver_after END
        WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,
       [id],
     );
@@ -398,6 +410,46 @@ export class PostgresWebhookStore implements WebhookStore {
     };
   }
 
+  /**
+   * One statement, so one snapshot: the events after the cursor that it sees are every event up to the
+   * newest it sees (ids are drawn in commit order, events.ts), and an endpoint it does not see yet was
+   * created after them (its deliver_after is past them). The cursor's row is taken SKIP LOCKED: one node
+   * fans out at a time, the others find nothing to do. With no enabled endpoint the cursor jumps to the
+   * newest event: none is owed to anyone.
+   */
+  async fanOut(batch: number): Promise<number> {
+    const { rows } = await this.#pool.query<{ events: string; enabled: boolean }>({
+      name: 'webhooks_fan_out',
+      text: `WITH cursor AS (
+               SELECT last_event_id FROM webhook_fanout FOR UPDATE SKIP LOCKED
+             ), batch AS (
+               SELECT e.id, e.type, e.occurred_at FROM events e, cursor c
+               WHERE e.id > c.last_event_id ORDER BY e.id LIMIT $1
+             ), enabled AS (
+               SELECT id, types, deliver_after FROM webhook_endpoints WHERE status = 'enabled'
+             ), added AS (
+               INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts, next_attempt_at)
+               SELECT w.id, b.id, 'pending', 0, b.occurred_at FROM batch b JOIN enabled w
+                 ON w.deliver_after < b.id AND (w.types = '{*}' OR b.type = ANY (w.types))
+               ON CONFLICT DO NOTHING
+               RETURNING 1
+             ), moved AS (
+               UPDATE webhook_fanout SET last_event_id = CASE
+                   WHEN EXISTS (SELECT 1 FROM enabled) THEN (SELECT max(id) FROM batch)
+                   ELSE greatest(last_event_id, (SELECT coalesce(max(id), 0) FROM events)) END
+               WHERE EXISTS (SELECT 1 FROM cursor)
+                 AND (EXISTS (SELECT 1 FROM batch) OR NOT EXISTS (SELECT 1 FROM enabled))
+               RETURNING 1
+             )
+             SELECT (SELECT count(*) FROM batch) AS events, EXISTS (SELECT 1 FROM enabled) AS enabled,
+               CASE WHEN EXISTS (SELECT 1 FROM added) THEN pg_notify('${WEBHOOKS_CHANNEL}', '') END,
+               (SELECT count(*) FROM moved) AS moved`,
+      values: [batch],
+    });
+    const row = rows[0];
+    return row?.enabled ? Number(row.events) : 0;
+  }
+
   async releaseLeases(deliveries: readonly ClaimedDelivery[]): Promise<void> {
     if (deliveries.length === 0) return;
     await this.#pool.query(
@@ -440,8 +492,9 @@ export class PostgresWebhookStore implements WebhookStore {
       let inserted = 0;
       for (const e of endpoints) {
         const { rowCount } = await client.query(
-          `INSERT INTO webhook_endpoints (${ENDPOINT_COLUMNS})
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING`,
+          `INSERT INTO webhook_endpoints (${ENDPOINT_COLUMNS}, deliver_after)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, (SELECT coalesce(max(id), 0) FROM events))
+           ON CONFLICT (id) DO NOTHING`,
           [
             e.id,
             e.url,

@@ -13,13 +13,6 @@ const toEvent = ([id, type, occurredAt, data]: EventTuple): StoredEvent => ({
 });
 
 /**
- * The event log's write side on SQLite: `append` runs inside the transaction of the change it records
- * (pets.ts, orders.ts), and in the same statement list gives every enabled endpoint that subscribes to
- * the type a pending delivery, so a change, its event and its deliveries commit together or not at all.
- * SQLite has one writer at a time and ids are drawn inside the write transaction, so ids ascend in
- * commit order: a reader can never see an event before one with a smaller id.
- */
-/**
  * A page of events after an id, of any type or of the given number of types. By type, each type's
  * page is read through the (type, id) index and the pages merged: `type IN (…) ORDER BY id` let SQLite
  * walk every event by id instead (it cannot know a rare type is rare), so a page of a rare type read
@@ -31,9 +24,16 @@ function pageSql(types: number, limit: number): string {
   return `SELECT * FROM (${Array(types).fill(ofType).join(' UNION ALL ')}) ORDER BY id LIMIT ${limit}`;
 }
 
+/**
+ * The event log's write side on SQLite: `append` runs inside the transaction of the change it records
+ * (pets.ts, orders.ts), so a change and its event commit together or not at all. Its deliveries fan out
+ * afterwards (webhooks.ts, fanOut), so the change costs the same however many endpoints there are.
+ * SQLite has one writer at a time and ids are drawn inside the write transaction, so ids ascend in
+ * commit order: a reader can never see an event before one with a smaller id.
+ */
 export class SqliteEventLog {
   readonly #insert: Database.Statement<[string, number, string, string | null], bigint>;
-  readonly #fanOut: Database.Statement<{ eventId: bigint; type: string; at: number }>;
+  readonly #anyEnabled: Database.Statement<[], number>;
   readonly #listeners = new Set<() => void>();
   #wakeScheduled = false;
 
@@ -44,22 +44,21 @@ export class SqliteEventLog {
       )
       .pluck()
       .safeIntegers(true);
-    this.#fanOut = db.prepare(
-      `INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts, next_attempt_at)
-       SELECT id, @eventId, 'pending', 0, @at FROM webhook_endpoints
-       WHERE status = 'enabled' AND (types = '*' OR instr(' ' || types || ' ', ' ' || @type || ' ') > 0)`,
-    );
+    this.#anyEnabled = db
+      .prepare<[], number>("SELECT 1 FROM webhook_endpoints WHERE status = 'enabled' LIMIT 1")
+      .pluck();
   }
 
   /** Records the event in the caller's transaction; resolves to its id. */
   append(event: NewEvent): bigint {
     const at = event.occurredAt.getTime();
     const eventId = this.#insert.get(event.type, at, event.data, event.cause ?? null) as bigint;
-    if (this.#fanOut.run({ eventId, type: event.type, at }).changes > 0) this.wake();
+    // An endpoint may want it: the deliverer fans it out (one row read, however many endpoints).
+    if (this.#anyEnabled.get() !== undefined) this.wake();
     return eventId;
   }
 
-  /** `listener` is called (after the transaction, on a later turn) when deliveries were added. */
+  /** `listener` is called (after the transaction, on a later turn) when deliveries may be due. */
   watch(listener: () => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
@@ -142,13 +141,19 @@ export class SqliteEventStore implements EventStore {
     const insert = this.#db.prepare<[bigint, string, number, string]>(
       'INSERT INTO events (id, type, occurred_at, data) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING',
     );
+    // Imported events were delivered (or not) where they came from: the fan-out starts after them.
+    const skip = this.#db.prepare<[]>(
+      'UPDATE webhook_fanout SET last_event_id = max(last_event_id, (SELECT coalesce(max(id), 0) FROM events))',
+    );
     return this.#db
-      .transaction(() =>
-        events.reduce(
-          (inserted, e) => inserted + insert.run(e.id, e.type, e.occurredAt.getTime(), e.data).changes,
+      .transaction(() => {
+        const inserted = events.reduce(
+          (n, e) => n + insert.run(e.id, e.type, e.occurredAt.getTime(), e.data).changes,
           0,
-        ),
-      )
+        );
+        skip.run();
+        return inserted;
+      })
       .immediate();
   }
 }

@@ -148,6 +148,31 @@ function prepareDeliveryStatements(db: Database.Database) {
       `UPDATE webhook_deliveries SET lease_until = NULL, next_attempt_at = ?
        WHERE endpoint_id = ? AND event_id = ? AND lease_until = ?`,
     ),
+    fanOutFrom: db.prepare<[], bigint>('SELECT last_event_id FROM webhook_fanout').pluck().safeIntegers(true),
+    fanOutTo: db
+      .prepare<[bigint, number], [bigint | null, bigint]>(
+        'SELECT max(id), count(*) FROM (SELECT id FROM events WHERE id > ? ORDER BY id LIMIT ?)',
+      )
+      .raw(true)
+      .safeIntegers(true),
+    // An endpoint gets an event committed after it was created or enabled again (deliver_after), as
+    // when deliveries were made in the change's own transaction.
+    fanOut: db.prepare<{ from: bigint; to: bigint }>(
+      `INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts, next_attempt_at)
+       SELECT w.id, e.id, 'pending', 0, e.occurred_at FROM events e JOIN webhook_endpoints w
+         ON w.status = 'enabled' AND w.deliver_after < e.id
+           AND (w.types = '*' OR instr(' ' || w.types || ' ', ' ' || e.type || ' ') > 0)
+       WHERE e.id > @from AND e.id <= @to
+       ON CONFLICT DO NOTHING`,
+    ),
+    fannedOutTo: db.prepare<[bigint]>('UPDATE webhook_fanout SET last_event_id = ?'),
+    anyEnabled: db
+      .prepare<[], number>("SELECT 1 FROM webhook_endpoints WHERE status = 'enabled' LIMIT 1")
+      .pluck(),
+    // No endpoint to fan out to: none is owed any event so far (one created later starts after them).
+    skipFanOut: db.prepare(
+      'UPDATE webhook_fanout SET last_event_id = (SELECT coalesce(max(id), 0) FROM events)',
+    ),
     nextDue: db
       .prepare<[], bigint | null>(
         "SELECT min(next_attempt_at) FROM webhook_deliveries WHERE status = 'pending'",
@@ -195,16 +220,18 @@ export class SqliteWebhookStore implements WebhookStore {
     return row && toEndpoint(row);
   }
 
-  async createEndpoint(e: NewWebhookEndpoint): Promise<WebhookEndpoint> {
+  async createEndpoint(e: NewWebhookEndpoint, maxEndpoints: number): Promise<WebhookEndpoint | undefined> {
+    // One statement, and SQLite has one writer at a time: racing creates cannot pass the limit together.
     const id = this.#db
-      .prepare<[string, string, string, number, string], bigint>(
-        `INSERT INTO webhook_endpoints (url, types, description, status, created_at, secret)
-         VALUES (?, ?, ?, 'enabled', ?, ?) RETURNING id`,
+      .prepare<[string, string, string, number, string, number], bigint>(
+        `INSERT INTO webhook_endpoints (url, types, description, status, created_at, secret, deliver_after)
+         SELECT ?, ?, ?, 'enabled', ?, ?, (SELECT coalesce(max(id), 0) FROM events)
+         WHERE (SELECT count(*) FROM webhook_endpoints) < ? RETURNING id`,
       )
       .pluck()
       .safeIntegers(true)
-      .get(e.url, typesText(e.types), e.description, e.createdAt.getTime(), e.secret) as bigint;
-    return this.#endpoint(id) as WebhookEndpoint;
+      .get(e.url, typesText(e.types), e.description, e.createdAt.getTime(), e.secret, maxEndpoints);
+    return id === undefined ? undefined : this.#endpoint(id);
   }
 
   async listEndpoints(afterId: bigint, limit: number): Promise<WebhookEndpoint[]> {
@@ -229,7 +256,11 @@ export class SqliteWebhookStore implements WebhookStore {
   async enableEndpoint(id: bigint): Promise<WebhookEndpoint | undefined> {
     this.#db
       .prepare<[bigint]>(
-        `UPDATE webhook_endpoints SET status = 'enabled', disabled_reason = NULL, failing_since = NULL WHERE id = ?`,
+        // Enabled again, it gets the events from now on; one enabled already keeps every event it is owed.
+        `UPDATE webhook_endpoints SET status = 'enabled', disabled_reason = NULL, failing_since = NULL,
+           deliver_after = CASE WHEN status = 'disabled' THEN (SELECT coalesce(max(id), 0) FROM events)
+             ELSE deliver_after END
+         WHERE id = ?`,
       )
       .run(id);
     return this.#endpoint(id);
@@ -350,6 +381,25 @@ export class SqliteWebhookStore implements WebhookStore {
     return claimed;
   }
 
+  async fanOut(batch: number): Promise<number> {
+    return this.#relaxed(() =>
+      this.#db
+        .transaction(() => {
+          if (this.#sql.anyEnabled.get() === undefined) {
+            this.#sql.skipFanOut.run();
+            return 0;
+          }
+          const from = this.#sql.fanOutFrom.get() as bigint;
+          const [to, count] = this.#sql.fanOutTo.get(from, batch) as [bigint | null, bigint];
+          if (to === null) return 0;
+          if (this.#sql.fanOut.run({ from, to }).changes > 0) this.#log.wake();
+          this.#sql.fannedOutTo.run(to);
+          return Number(count);
+        })
+        .immediate(),
+    );
+  }
+
   /** Results arriving together share one transaction (as creates do). */
   recordAttempt(
     delivery: ClaimedDelivery,
@@ -422,8 +472,9 @@ export class SqliteWebhookStore implements WebhookStore {
 
   async importEndpoints(endpoints: readonly WebhookEndpoint[]): Promise<number> {
     const insert = this.#db.prepare(
-      `INSERT INTO webhook_endpoints (${ENDPOINT_COLUMNS})
-       VALUES (@id, @url, @types, @description, @status, @disabledReason, @createdAt, @secret, @previousSecret, @previousSecretUntil)
+      `INSERT INTO webhook_endpoints (${ENDPOINT_COLUMNS}, deliver_after)
+       VALUES (@id, @url, @types, @description, @status, @disabledReason, @createdAt, @secret, @previousSecret,
+         @previousSecretUntil, (SELECT coalesce(max(id), 0) FROM events))
        ON CONFLICT (id) DO NOTHING`,
     );
     return this.#db
