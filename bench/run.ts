@@ -53,7 +53,14 @@ import {
 } from './processes.js';
 import { type Row, type Run, renderHeadline, renderReport } from './report.js';
 import { combineWindows, type Window } from './rounds.js';
-import { type Dataset, type LoadSpec, SCENARIOS, type Scenario, trafficFor } from './scenarios.js';
+import {
+  type Dataset,
+  type LoadSpec,
+  SCENARIOS,
+  type Scenario,
+  trafficFor,
+  WEBHOOK_ENDPOINTS,
+} from './scenarios.js';
 
 const KEY = `bench-${randomBytes(16).toString('hex')}`;
 
@@ -247,7 +254,8 @@ async function load(target: Target, scenario: Scenario, duration: number): Promi
     seconds: duration,
     mix: trafficFor(scenario, target.dataset),
   };
-  const hook = scenario === 'create-with-webhook' ? await registerWebhook(target) : undefined;
+  const endpoints = WEBHOOK_ENDPOINTS[scenario];
+  const hook = endpoints ? await registerWebhooks(target, endpoints) : undefined;
   let peakRss = 0;
   const pid = target.child.pid as number;
   const cpuBefore = cpuMicros(pid);
@@ -270,10 +278,10 @@ async function load(target: Target, scenario: Scenario, duration: number): Promi
 }
 
 /**
- * A receiver in this process (answering 204 at once) and one endpoint registered to it on the target;
- * resolves to what removes the endpoint. The reference has no webhooks: it is loaded as for create.
+ * A receiver in this process (answering 204 at once) and `count` endpoints registered to it on the
+ * target; resolves to what removes them. The reference has no webhooks: it is loaded as for create.
  */
-async function registerWebhook(target: Target): Promise<(() => Promise<void>) | undefined> {
+async function registerWebhooks(target: Target, count: number): Promise<(() => Promise<void>) | undefined> {
   if (target.backend === 'reference' || target.backend === 'floor') return undefined;
   receiver ??= await new Promise<Server>((resolve) => {
     const server = createHttpServer((req, res) => {
@@ -287,16 +295,20 @@ async function registerWebhook(target: Target): Promise<(() => Promise<void>) | 
   });
   const { port } = receiver.address() as AddressInfo;
   const headers = { authorization: `Bearer ${target.key}`, 'content-type': 'application/json' };
-  const res = await fetch(`${target.url}/v1/webhook-endpoints`, {
-    method: 'POST',
-    headers,
-    body: JSON.stringify({ url: `http://127.0.0.1:${port}/bench` }),
-  });
-  if (res.status !== 201)
-    throw new Error(`registering the webhook endpoint: ${res.status} ${await res.text()}`);
-  const { id } = (await res.json()) as { id: number };
+  const ids: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const res = await fetch(`${target.url}/v1/webhook-endpoints`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ url: `http://127.0.0.1:${port}/bench/${i}` }),
+    });
+    if (res.status !== 201)
+      throw new Error(`registering webhook endpoint ${i + 1}: ${res.status} ${await res.text()}`);
+    ids.push(((await res.json()) as { id: number }).id);
+  }
   return async () => {
-    await fetch(`${target.url}/v1/webhook-endpoints/${id}`, { method: 'DELETE', headers });
+    for (const id of ids)
+      await fetch(`${target.url}/v1/webhook-endpoints/${id}`, { method: 'DELETE', headers });
   };
 }
 

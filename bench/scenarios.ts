@@ -26,11 +26,21 @@ export const SCENARIOS = [
   'get',
   'create',
   'create-with-webhook',
+  'create-at-endpoint-limit',
   'mixed',
   'place-order',
   'list-orders',
 ] as const;
 export type Scenario = (typeof SCENARIOS)[number];
+
+/**
+ * The create scenarios run with webhook endpoints registered (bench/run.ts), and how many: one, and as
+ * many as WEBHOOK_MAX_ENDPOINTS allows by default (a change's own work must not grow with them).
+ */
+export const WEBHOOK_ENDPOINTS: Partial<Record<Scenario, number>> = {
+  'create-with-webhook': 1,
+  'create-at-endpoint-limit': 100,
+};
 
 export interface Dataset {
   /** Number of pets seeded; their ids are 1..size. */
@@ -67,6 +77,7 @@ export function trafficFor(scenario: Scenario, { size, deepPages }: Dataset): Tr
     // The same creates, with one webhook endpoint registered (bench/run.ts): each create's event and
     // delivery row ride its commit, and the delivery is made off the request path.
     case 'create-with-webhook':
+    case 'create-at-endpoint-limit':
       return [{ kind: 'create' }];
     case 'place-order':
       return [{ kind: 'place' }];

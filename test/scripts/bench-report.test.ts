@@ -118,7 +118,7 @@ test("when a quiet run and a run with a neighbour are rendered as the headline, 
   assert.match(headline, /With a neighbour: .*a busy loop on CPU 1/);
 });
 
-test('when a run had create-with-webhook, then its table gives the deliveries made in the window per create beside the throughput kept and the CPU', () => {
+test('when a run had create-with-webhook and create-at-endpoint-limit, then their table gives each the endpoints, the deliveries made in the window per create, the throughput kept and the CPU', () => {
   const report = renderReport(
     run([
       { ...row('sqlite', 'sqlite', 60, 10_000, 'create'), requestsPerSecond: 1000 },
@@ -129,12 +129,19 @@ test('when a run had create-with-webhook, then its table gives the deliveries ma
       },
       { ...row('postgres', 'postgres', 100, 10_000, 'create'), requestsPerSecond: 500 },
       { ...row('postgres', 'postgres', 150, 10_000, 'create-with-webhook'), requestsPerSecond: 250 },
+      {
+        ...row('postgres', 'postgres', 180, 10_000, 'create-at-endpoint-limit'),
+        requestsPerSecond: 400,
+        deliveriesPerRequest: 3,
+      },
     ]),
   );
-  const table = report.slice(report.indexOf('### create with one webhook endpoint against create without'));
-  assert.deepEqual(cells(table, 'sqlite'), ['sqlite', '10k', '1000', '900', '0.90', '60', '66', '0.25']);
+  const table = report.slice(report.indexOf('### create with webhook endpoints against create without'));
+  assert.deepEqual(cells(table, 'sqlite'), ['sqlite', '10k', '1', '1000', '900', '0.90', '60', '66', '0.25']);
   // A run from before the count: a dash, not a zero.
-  assert.deepEqual(cells(table, 'postgres'), ['postgres', '10k', '500', '250', '0.50', '100', '150', '–']);
+  assert.deepEqual(cells(table, 'postgres'), ['postgres', '10k', '1', '500', '250', '0.50', '100', '150', '–']);
+  const atLimit = table.split('\n').filter((line) => line.startsWith('| postgres |'))[1] ?? '';
+  assert.deepEqual(cells(atLimit, 'postgres'), ['postgres', '10k', '100', '500', '400', '0.80', '100', '180', '3.00']);
 });
 
 test('when a run was measured in rounds, then its report and headline say how: rounds of --seconds, the targets taking turns', () => {
