@@ -47,7 +47,6 @@ export async function runCluster(config: Config, workers: number): Promise<void>
   // Migrates once, before any worker opens the database; a schema this build cannot serve stops the
   // start here, with the one line main writes and nothing logged or listening.
   const storage = await openStorage(config);
-  process.stderr.write(`database: ${databaseLocation(config.databaseUrl)}\n`);
   let log: Logger;
   let url: string;
   try {
@@ -56,6 +55,8 @@ export async function runCluster(config: Config, workers: number): Promise<void>
       { version: VERSION, node: NODE_VERSION, workers },
       `petstore ${VERSION} on Node.js ${NODE_VERSION}`,
     );
+    // In the JSON log like every line of serve (each worker logs it too): never plain text among them.
+    log.info(`database: ${databaseLocation(config.databaseUrl)}`);
     if (config.rateLimit.perSecond > 0 && !config.redisUrl) {
       log.warn(
         `without REDIS_URL each of the ${workers} workers keeps its own rate-limit buckets, so an API key may use up to ${workers} times RATE_LIMIT_PER_SECOND and RATE_LIMIT_BURST; set REDIS_URL to share one budget`,

@@ -1,7 +1,6 @@
 import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { Command, InvalidArgumentError } from 'commander';
-import { databaseLocation } from '../storage/open-storage.js';
 import type { CliIo } from './io.js';
 
 /** `--workers`: a positive count, or `auto` for one per core. */
@@ -80,8 +79,8 @@ export function serveCommand(io: CliIo): Command {
           () => undefined,
         );
       });
+      // The database it opened is a line of the JSON log (server.ts), not plain text on stderr: a log
+      // pipeline reading this process's output as JSON lines must not meet a line it cannot parse.
       await starting;
-      // On stderr as well as in the log: the one place a person starting it by hand is sure to look.
-      if (cluster.isPrimary) io.stderr.write(`database: ${databaseLocation(config.databaseUrl)}\n`);
     });
 }

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { after, describe, type TestContext, test } from 'node:test';
 import { POSTGRES_UNAVAILABLE, postgres } from '../support/backends.js';
 import {
+  jsonLines,
   killAllCliProcesses,
   migratedTempDatabase,
   oneLineFailure,
@@ -32,6 +33,12 @@ async function migrated(t: TestContext): Promise<TempDatabase> {
 
 /** The lines of stderr that say which database a command opened. */
 const databaseLines = (stderr: string) => stderr.split('\n').filter((line) => /^database\b/.test(line));
+
+/** The entries of a JSON log that name a database: level, pid and message of each. */
+const databaseEntries = (stdout: string) =>
+  jsonLines(stdout)
+    .filter((entry) => String(entry.msg).startsWith('database'))
+    .map(({ level, pid, msg }) => ({ level, pid, msg }));
 
 describe('a command cannot miss its database', { concurrency: 4 }, () => {
   for (const args of [
@@ -118,18 +125,22 @@ describe('a command cannot miss its database', { concurrency: 4 }, () => {
     assert.equal(existsSync(target.path), true, 'the copy made its target');
   });
 
-  test('when serve starts, then its stderr names the database it opened', async (t) => {
+  test('when serve starts and stops, then it names the database it opened in one JSON log line, and all its output is JSON lines', async (t) => {
     const db = tempDatabase();
     t.after(() => db.remove());
     const server = await startServe({ DATABASE_URL: db.url, PETSTORE_API_KEYS: 'env-key-0123456789abcdef' });
     t.after(() => server.kill());
-    await server.waitFor('the database line', () =>
-      databaseLines(server.stderr).length > 0 ? true : undefined,
-    );
-    assert.deepEqual(databaseLines(server.stderr), [`database: ${db.path}`]);
+    // Stopped, so that every line it writes (the shutdown's too) is in the output judged.
+    const { code, stdout, stderr } = await server.stop();
+    assert.equal(code, 0, server.output());
+    // A log pipeline reads both streams as JSON lines: one plain-text line would break it.
+    assert.deepEqual(jsonLines(stderr), []);
+    assert.deepEqual(databaseEntries(stdout), [
+      { level: 30, pid: server.child.pid, msg: `database: ${db.path}` },
+    ]);
   });
 
-  test('when serve --workers 2 starts, then the primary names the database once', async (t) => {
+  test('when serve --workers 2 starts and stops, then the primary names the database in one JSON log line, and all the output is JSON lines', async (t) => {
     const db = tempDatabase();
     t.after(() => db.remove());
     const server = await startServe(
@@ -137,7 +148,11 @@ describe('a command cannot miss its database', { concurrency: 4 }, () => {
       { workers: 2 },
     );
     t.after(() => server.kill());
-    assert.deepEqual(databaseLines(server.stderr), [`database: ${db.path}`]);
+    const { code, stdout, stderr } = await server.stop();
+    assert.equal(code, 0, server.output());
+    assert.deepEqual(jsonLines(stderr), []);
+    const primary = databaseEntries(stdout).filter((entry) => entry.pid === server.child.pid);
+    assert.deepEqual(primary, [{ level: 30, pid: server.child.pid, msg: `database: ${db.path}` }]);
   });
 
   test('when a command runs on PostgreSQL with a password in DATABASE_URL, then stderr names the URL without the password', {
