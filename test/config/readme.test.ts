@@ -10,6 +10,7 @@ import type { Command } from 'commander';
 import ignore from 'ignore';
 import { petstoreProgram } from '../../src/cli/program.js';
 import { describeConfig } from '../../src/config/config.js';
+import { API_KEY_SCOPES } from '../../src/domain/api-keys.js';
 import { firstKeyMessage } from '../../src/server.js';
 import { killAllCliProcesses, poll, startServe, tempDatabase } from '../support/cli.js';
 import { documents, READ_ME, REPO_ROOT_URL as REPO_ROOT, readDoc } from '../support/docs.js';
@@ -19,6 +20,7 @@ import { freePort } from '../support/free-port.js';
 const README = readDoc(READ_ME);
 const CONFIGURATION = readDoc('docs/configuration.md');
 const DEVELOPMENT = readDoc('docs/development.md');
+const API = readDoc('docs/api.md');
 
 test('when the configuration grows, then the configuration table (docs/configuration.md) names every variable', () => {
   for (const variable of describeConfig()) {
@@ -28,6 +30,34 @@ test('when the configuration grows, then the configuration table (docs/configura
       `${variable.name} is missing from docs/configuration.md`,
     );
   }
+});
+
+test('when a scope or an operation is added, then the scope table (docs/api.md) has a row per scope, naming each operation that needs it, and says how many scopes a key gets', () => {
+  // openapi.json is the document the service serves (CI's client:check keeps it so): each operation's scope.
+  const document = JSON.parse(readDoc('openapi.json')) as {
+    paths: Record<string, Record<string, { operationId?: string; security?: { bearerAuth?: string[] }[] }>>;
+  };
+  const needs = new Map<string, string[]>();
+  for (const operations of Object.values(document.paths))
+    for (const { operationId, security } of Object.values(operations)) {
+      const scope = security?.[0]?.bearerAuth?.[0];
+      if (operationId && scope) needs.set(scope, [...(needs.get(scope) ?? []), operationId]);
+    }
+  const table = new Map<string, string[]>();
+  for (const [, operations, scope] of API.matchAll(/^ {2}\| (.+) \| `([a-z]+:[a-z]+)` \|$/gm))
+    table.set(
+      scope as string,
+      [...(operations as string).matchAll(/`([a-zA-Z]+)` `/g)].map((m) => m[1] as string),
+    );
+  assert.deepEqual([...table.keys()], [...API_KEY_SCOPES], 'one row per scope, in their order');
+  for (const scope of API_KEY_SCOPES)
+    assert.deepEqual(table.get(scope)?.sort(), needs.get(scope)?.sort(), `the operations of ${scope}`);
+  const count = ['one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine'][
+    API_KEY_SCOPES.length - 1
+  ];
+  const scopes = /^- \*\*Scopes\.\*\*[\s\S]*?\n\n/m.exec(API)?.[0] ?? '';
+  // Keys from keys create, and from PETSTORE_API_KEYS: each said to have them all, by number.
+  assert.deepEqual(scopes.match(/\ball \w+\b/g), [`all ${count}`, `all ${count}`], scopes);
 });
 
 /** Every command a user runs: `serve`, `keys create`, … (a command with subcommands is not run itself). */
