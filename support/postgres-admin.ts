@@ -11,9 +11,16 @@ export interface ThrowawayDatabase {
   drop(): Promise<void>;
 }
 
+/**
+ * How long a connection may take before it is given up: a bound on a hang, not on the server's speed.
+ * At 5 s it expired on a machine loaded by a whole test run (issue 38); a refused connection (no server)
+ * fails at once whatever it is.
+ */
+const CONNECT_TIMEOUT_MS = 30_000;
+
 /** Runs one statement on its own connection. Names passed in SQL here are ours, never user input. */
 export async function adminQuery(url: string, sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   await client.connect();
   try {
     await client.query(sql);
