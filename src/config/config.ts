@@ -259,7 +259,7 @@ const EnvSchema = Type.Object({
     pattern: '^[0-9A-Fa-f:.,/\\s]*$',
     [EXPECTED]: 'CIDR ranges separated by commas, e.g. 10.1.0.0/16,fd00::/8',
     description:
-      'Networks webhooks may reach although they are not public (loopback, private, link-local…), CIDR, comma-separated. Empty: public addresses only.',
+      'Networks webhooks may reach although they are not public, CIDR, comma-separated; every other range of the IANA special-purpose registries that is not globally reachable (loopback, private, link-local, IPv4 carried in IPv6 other than IPv4-mapped…) stays refused. Empty: public addresses only. What an allowed network answers is readable: a failed delivery keeps up to 1 KiB of the answer (lastError), shown to every key with webhooks:read.',
   }),
 });
 
