@@ -3,13 +3,17 @@
  * line and of faults, the benchmark and the soak. One way to start it, learn where it listens and stop it.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { type Dirent, existsSync, readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { type Dirent, existsSync, readdirSync, realpathSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describeConfig } from '../src/config/config.js';
 
-/** The repository root: the CLI runs from here by default. */
-export const REPO_ROOT = fileURLToPath(new URL('../', import.meta.url));
+/**
+ * The repository root: the CLI runs from here by default. Found through package.json's real path, so
+ * that from the tests' build (.test-build/, where package.json is a link to the root's) it is the root
+ * as well, with the source and the build the checks below compare.
+ */
+export const REPO_ROOT = `${dirname(realpathSync(fileURLToPath(new URL('../package.json', import.meta.url))))}/`;
 /**
  * How the executable is run: from source through tsx, or the build in dist/ (what a deployment runs).
  * Absolute, so it also runs from another directory.
@@ -20,8 +24,6 @@ const ENTRY = {
 } as const;
 /** `current`: the build when it is at least as new as every source file, else the source. */
 export type Entry = keyof typeof ENTRY | 'current';
-
-let buildIsCurrent: boolean | undefined;
 
 /** The newest modification time of any file under `dir` (0 when it does not exist). */
 function newestFile(dir: string): number {
@@ -46,13 +48,13 @@ function newestFile(dir: string): number {
  * slow. `npm test` builds first, incrementally: tsc writes again only the files whose source changed, so
  * the build stamps dist/.tsbuildinfo each time it succeeds (package.json), and that stamp is what is
  * compared (a source saved unchanged, as `client:generate` does, leaves its output untouched). A stale
- * build is never used.
+ * build is never used: this looks again at each start (a walk of src/, about a millisecond).
  */
-function isBuildCurrent(): boolean {
-  buildIsCurrent ??=
+export function isBuildCurrent(): boolean {
+  return (
     existsSync(ENTRY.built[0]) &&
-    modified(join(REPO_ROOT, 'dist/.tsbuildinfo')) >= newestFile(join(REPO_ROOT, 'src'));
-  return buildIsCurrent;
+    modified(join(REPO_ROOT, 'dist/.tsbuildinfo')) >= newestFile(join(REPO_ROOT, 'src'))
+  );
 }
 
 /** When `path` was last modified, or 0 when it does not exist. */
