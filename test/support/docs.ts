@@ -1,7 +1,14 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 
-/** The repository root, where README.md, CHANGELOG.md and docs/ are. */
-export const REPO_ROOT_URL = new URL('../../', import.meta.url);
+/**
+ * The repository root, where README.md, CHANGELOG.md and docs/ are: package.json's real folder, so the
+ * same from the tests' build (.test-build/, where package.json is a link to the root's).
+ */
+export const REPO_ROOT_URL = new URL(
+  './',
+  pathToFileURL(realpathSync(new URL('../../package.json', import.meta.url))),
+);
 
 /** The front page. */
 export const READ_ME = 'README.md';
