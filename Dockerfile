@@ -4,8 +4,10 @@
 #   docker run -d --name petstore -p 3000:3000 -v petstore-data:/data --read-only animal-store
 #   docker logs petstore        # the first start prints the first API key
 #
-# NODE_VERSION picks the Node.js line of the official image (20, 22, 24 or 26: package.json's engines).
-ARG NODE_VERSION=20
+# NODE_VERSION picks the Node.js line of the official image (20, 22, 24 or 26: package.json's engines);
+# by default the current LTS line, the one .ci/run tests on (LTS_LINE). 20 is past its end of life.
+#   docker build --build-arg NODE_VERSION=24 -t animal-store .
+ARG NODE_VERSION=26
 
 # Build stage: every dependency, the native modules compiled, TypeScript built, then the development
 # dependencies removed. Nothing of it reaches the final image but what is copied out below.

@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { connect, type Socket } from 'node:net';
+import { BlockList, connect, isIP, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, type TestContext, test } from 'node:test';
@@ -181,6 +181,94 @@ async function listPets(url: string, key: string): Promise<unknown[]> {
 
 /** Runs a script with the container's own node, as the container's user; returns what it printed. */
 const inContainer = (name: string, script: string) => docker(['exec', name, 'node', '-e', script]);
+
+/** Compose here: `docker compose`, else `docker-compose`, installed (apt-get) when neither is. */
+function composeCommand(t: TestContext): string[] {
+  if (spawnSync('docker', ['compose', 'version'], { stdio: 'ignore' }).status === 0)
+    return ['docker', 'compose'];
+  if (!commandExists('docker-compose')) {
+    t.diagnostic(
+      'compose: neither docker compose nor docker-compose is here; installing docker-compose (apt-get)',
+    );
+    aptInstall('docker-compose');
+  }
+  return ['docker-compose'];
+}
+
+/** `compose config` of compose.yaml, with `env` and not the developer's own POSTGRES_PASSWORD. */
+function composeConfig(compose: string[], env: Record<string, string>) {
+  const { POSTGRES_PASSWORD: _own, ...inherited } = process.env;
+  return spawnSync(compose[0] as string, [...compose.slice(1), '-f', 'compose.yaml', 'config'], {
+    cwd: REPO_ROOT,
+    env: { ...inherited, ...env },
+    encoding: 'utf8',
+  });
+}
+
+/** A password for Compose to interpolate, as an operator would set it. */
+const POSTGRES_PASSWORD = 'image-test-password-4f9c';
+
+// Read, not run: these need no Docker daemon.
+test('when the Dockerfile is read, then it builds on the current LTS line by default (the one .ci/run tests on), a line of engines', () => {
+  const lts = /^LTS_LINE=(\d+)$/m.exec(readFileSync(join(REPO_ROOT, '.ci/run'), 'utf8'))?.[1];
+  assert.equal(NODE_LINE, lts);
+  const engines = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')).engines.node as string;
+  assert.equal(engines.split(' || ').includes(`^${NODE_LINE}.0.0`), true, engines);
+});
+
+test('when compose.yaml is read by Compose, then it needs POSTGRES_PASSWORD, publishes HAProxy’s port alone (metrics on METRICS_PORT, unpublished), and trusts HAProxy’s address alone', (t) => {
+  const compose = composeCommand(t);
+  const without = composeConfig(compose, {});
+  assert.notEqual(without.status, 0, 'config without POSTGRES_PASSWORD must fail');
+  assert.match(
+    without.stderr,
+    /set POSTGRES_PASSWORD \(in the environment or an \.env file beside compose\.yaml\)/,
+  );
+
+  const { status, stdout, stderr } = composeConfig(compose, { POSTGRES_PASSWORD });
+  assert.equal(status, 0, stderr);
+  assert.match(
+    stdout,
+    new RegExp(`DATABASE_URL: "?postgres://petstore:${POSTGRES_PASSWORD}@postgres:5432/petstore`),
+  );
+  assert.match(stdout, new RegExp(`POSTGRES_PASSWORD: "?${POSTGRES_PASSWORD}"?$`, 'm'));
+
+  // /metrics on a port of its own, so not on 3000, the one HAProxy sends to; and HAProxy's 8080 is the
+  // only port published.
+  const metricsPort = /METRICS_PORT: "?(\d+)"?$/m.exec(stdout)?.[1];
+  assert.match(metricsPort ?? '', /^\d+$/, 'METRICS_PORT is set');
+  assert.notEqual(metricsPort, '3000');
+  const cfg = readFileSync(join(REPO_ROOT, 'deploy/haproxy.cfg'), 'utf8');
+  assert.match(cfg, /^ {2}server-template petstore \d+ petstore:3000 /m);
+  assert.deepEqual(
+    [...stdout.matchAll(/published: "?(\d+)"?$/gm)].map((match) => match[1]),
+    ['8080'],
+  );
+
+  // One address trusted, HAProxy's, fixed outside the range Docker hands the other containers.
+  const trusted = /TRUSTED_PROXIES: "?([^"\s]+)"?$/m.exec(stdout)?.[1] ?? '';
+  assert.equal(isIP(trusted), 4, `TRUSTED_PROXIES is one address: ${trusted}`);
+  assert.equal(/ipv4_address: "?([\d.]+)"?$/m.exec(stdout)?.[1], trusted, 'HAProxy has that address');
+  const [subnet, subnetPrefix] = (/subnet: "?([\d.]+\/\d+)"?$/m.exec(stdout)?.[1] ?? '').split('/');
+  const [range, rangePrefix] = (/ip_range: "?([\d.]+\/\d+)"?$/m.exec(stdout)?.[1] ?? '').split('/');
+  const within = (address: string, network: string | undefined, prefix: string | undefined) => {
+    const list = new BlockList();
+    list.addSubnet(network as string, Number(prefix));
+    return list.check(address);
+  };
+  assert.equal(within(trusted, subnet, subnetPrefix), true, 'in the network');
+  assert.equal(within(trusted, range, rangePrefix), false, 'never handed to another container');
+});
+
+test('when deploy/haproxy.cfg is read, then it bounds connections (maxconn overall, per frontend, per replica) and how long a request head may take', () => {
+  const cfg = readFileSync(join(REPO_ROOT, 'deploy/haproxy.cfg'), 'utf8');
+  const section = (name: string) => new RegExp(`^${name}\\b.*\\n((?: .*\\n|\\n)*)`, 'm').exec(cfg)?.[1] ?? '';
+  assert.match(section('global'), /^ {2}maxconn \d+$/m);
+  assert.match(section('defaults'), /^ {2}maxconn \d+$/m);
+  assert.match(section('defaults'), /^ {2}timeout http-request \d+s$/m);
+  assert.match(section('defaults'), /^ {2}timeout queue \d+s$/m);
+  assert.match(section('backend petstore'), /^ {2}default-server .* maxconn \d+$/m);
+});
 
 after(async () => {
   if (!scratch) return;
@@ -428,25 +516,9 @@ describe('the container image', () => {
   });
 
   test('when compose.yaml is read by Compose, then it is valid: two replicas, PostgreSQL, Redis and HAProxy, checked on /readyz', async (t) => {
-    let compose: string[];
-    if (spawnSync('docker', ['compose', 'version'], { stdio: 'ignore' }).status === 0)
-      compose = ['docker', 'compose'];
-    else {
-      if (!commandExists('docker-compose')) {
-        t.diagnostic(
-          'compose: neither docker compose nor docker-compose is here; installing docker-compose (apt-get)',
-        );
-        aptInstall('docker-compose');
-      }
-      compose = ['docker-compose'];
-    }
-    const { stdout } = await run(
-      compose[0] as string,
-      [...compose.slice(1), '-f', 'compose.yaml', 'config'],
-      {
-        cwd: REPO_ROOT,
-      },
-    );
+    const compose = composeCommand(t);
+    const { status, stdout, stderr } = composeConfig(compose, { POSTGRES_PASSWORD });
+    assert.equal(status, 0, stderr);
     t.diagnostic(`compose: ${compose.join(' ')} config: valid`);
     const services = (/^services:\n([\s\S]*?)^\S/m.exec(stdout)?.[1] ?? '')
       .split('\n')
