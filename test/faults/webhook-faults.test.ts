@@ -131,7 +131,12 @@ for (const backend of backends) {
           } catch {
             return; // the kill cut the request: it was not acknowledged
           }
-          if (acknowledged.pets.size + acknowledged.orders.size >= 40 && !killed) {
+          // Deliveries fan out after the changes commit: the kill waits for the first attempt to be under way.
+          if (
+            acknowledged.pets.size + acknowledged.orders.size >= 40 &&
+            receiver.received.length > 0 &&
+            !killed
+          ) {
             killed = true;
             first.signal('SIGKILL');
           }
