@@ -475,9 +475,13 @@ export class PostgresWebhookStore implements WebhookStore {
   }
 
   async pending(): Promise<PendingDeliveries> {
+    // An event not fanned out yet is a delivery waiting too: the oldest of those counts for the age.
     const { rows } = await this.#pool.query<{ n: bigint; oldest: Date | null }>(
-      `SELECT count(*) AS n, min(e.occurred_at) AS oldest FROM webhook_deliveries d
-       JOIN events e ON e.id = d.event_id WHERE d.status = 'pending'`,
+      `SELECT count(*) AS n, least(min(e.occurred_at), (
+           SELECT e.occurred_at FROM events e, webhook_fanout f
+           WHERE e.id > f.last_event_id AND EXISTS (SELECT 1 FROM webhook_endpoints WHERE status = 'enabled')
+           ORDER BY e.id LIMIT 1)) AS oldest
+       FROM webhook_deliveries d JOIN events e ON e.id = d.event_id WHERE d.status = 'pending'`,
     );
     return { count: Number(rows[0]?.n ?? 0n), oldestAt: rows[0]?.oldest ?? undefined };
   }

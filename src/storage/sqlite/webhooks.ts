@@ -48,6 +48,11 @@ const ENDPOINT_COLUMNS =
 const DELIVERY_COLUMNS =
   'endpoint_id, event_id, status, attempts, last_attempt_at, next_attempt_at, last_response_status, last_error';
 
+/** When the first event the fan-out has not reached occurred, while any endpoint is enabled to want it. */
+const FIRST_NOT_FANNED_OUT = `SELECT e.occurred_at FROM events e, webhook_fanout f
+  WHERE e.id > f.last_event_id AND EXISTS (SELECT 1 FROM webhook_endpoints WHERE status = 'enabled')
+  ORDER BY e.id LIMIT 1`;
+
 const date = (ms: bigint | null): Date | undefined => (ms === null ? undefined : new Date(Number(ms)));
 
 /** Types as one column: `*`, or the types separated by spaces (matched with instr in the fan-out). */
@@ -457,9 +462,11 @@ export class SqliteWebhookStore implements WebhookStore {
 
   async pending(): Promise<PendingDeliveries> {
     const row = this.#db
+      // An event not fanned out yet is a delivery waiting too: the oldest of those counts for the age.
       .prepare<[], { n: bigint; oldest: bigint | null }>(
-        `SELECT count(*) AS n, min(e.occurred_at) AS oldest FROM webhook_deliveries d
-         JOIN events e ON e.id = d.event_id WHERE d.status = 'pending'`,
+        `SELECT count(*) AS n, coalesce(min(min(e.occurred_at), (${FIRST_NOT_FANNED_OUT})),
+             min(e.occurred_at), (${FIRST_NOT_FANNED_OUT})) AS oldest
+         FROM webhook_deliveries d JOIN events e ON e.id = d.event_id WHERE d.status = 'pending'`,
       )
       .safeIntegers(true)
       .get() as { n: bigint; oldest: bigint | null };

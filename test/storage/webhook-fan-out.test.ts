@@ -1,0 +1,114 @@
+import assert from 'node:assert/strict';
+import type { Storage } from '../../src/domain/storage.js';
+import type { NewWebhookEndpoint } from '../../src/domain/webhooks.js';
+import { backends, cleanUpInReverse, test } from '../support/backends.js';
+import { executeSql, queryDatabase } from '../support/db-inspect.js';
+
+/**
+ * The fan-out, through the storage port on each backend: which endpoints get which events, and what
+ * the pending figures say before the fan-out has reached an event.
+ */
+const endpoint = (url: string, types: NewWebhookEndpoint['types'] = ['*']): NewWebhookEndpoint => ({
+  url,
+  types,
+  description: '',
+  secret: 'whsec_AAAA',
+  createdAt: new Date(),
+});
+const AT = new Date('2026-11-28T12:00:00.000Z');
+
+async function createPets(storage: Storage, names: string[]): Promise<void> {
+  for (const [i, name] of names.entries())
+    await storage.pets.create({
+      pet: { name, categoryId: 1n, status: 'available' },
+      at: new Date(AT.getTime() + i),
+    });
+}
+
+async function pairs(url: string): Promise<string[]> {
+  const rows = await queryDatabase<{ endpoint_id: unknown; event_id: unknown }>(
+    url,
+    'SELECT endpoint_id, event_id FROM webhook_deliveries ORDER BY endpoint_id, event_id',
+  );
+  return rows.map((r) => `${r.endpoint_id}:${r.event_id}`);
+}
+
+for (const backend of backends) {
+  backend.describe(`fanning out deliveries from the events (${backend.name})`, () => {
+    test('when events commit, then they have no deliveries until the fan-out, the oldest pending age counts them meanwhile, and the fan-out gives each matching endpoint one delivery per event after it', async (t) => {
+      const later = cleanUpInReverse(t);
+      const database = await backend.create();
+      later(() => database.drop());
+      const storage = await database.open();
+      later(() => storage.close());
+      const all = await storage.webhooks.createEndpoint(endpoint('https://a.example/'), 10);
+      const orders = await storage.webhooks.createEndpoint(
+        endpoint('https://b.example/', ['order.placed']),
+        10,
+      );
+      assert.ok(all && orders);
+      await createPets(storage, ['one', 'two']);
+      const late = await storage.webhooks.createEndpoint(endpoint('https://c.example/'), 10);
+      assert.ok(late);
+      await createPets(storage, ['three']);
+
+      assert.deepEqual(await pairs(database.url), []);
+      const waiting = await storage.webhooks.pending();
+      assert.equal(waiting.count, 0);
+      assert.equal(waiting.oldestAt?.toISOString(), AT.toISOString());
+
+      assert.equal(await storage.webhooks.fanOut(2), 2);
+      assert.equal(await storage.webhooks.fanOut(2), 1);
+      assert.equal(await storage.webhooks.fanOut(2), 0);
+      // `all` gets the three pet.created, `orders` none of them, `late` only the one after it.
+      assert.deepEqual(await pairs(database.url), [
+        `${all.id}:1`,
+        `${all.id}:2`,
+        `${all.id}:3`,
+        `${late.id}:3`,
+      ]);
+      assert.equal((await storage.webhooks.pending()).count, 4);
+    });
+
+    test('when an endpoint is disabled and enabled again, then it gets the events after it was enabled, not those meanwhile; with no endpoint enabled the fan-out skips every event', async (t) => {
+      const later = cleanUpInReverse(t);
+      const database = await backend.create();
+      later(() => database.drop());
+      const storage = await database.open();
+      later(() => storage.close());
+      const hook = await storage.webhooks.createEndpoint(endpoint('https://a.example/'), 10);
+      assert.ok(hook);
+      await executeSql(
+        database.url,
+        `UPDATE webhook_endpoints SET status = 'disabled' WHERE id = ${hook.id}`,
+      );
+      await createPets(storage, ['while disabled', 'also while disabled']);
+      assert.equal(await storage.webhooks.fanOut(100), 0, 'nothing to fan out to: the cursor moves past');
+      assert.equal((await storage.webhooks.pending()).oldestAt, undefined);
+      await storage.webhooks.enableEndpoint(hook.id);
+      await createPets(storage, ['after enabling']);
+      await storage.webhooks.fanOut(100);
+      assert.deepEqual(await pairs(database.url), [`${hook.id}:3`]);
+      // Enabling an endpoint that is enabled already loses nothing it was owed.
+      await createPets(storage, ['owed']);
+      await storage.webhooks.enableEndpoint(hook.id);
+      await storage.webhooks.fanOut(100);
+      assert.deepEqual(await pairs(database.url), [`${hook.id}:3`, `${hook.id}:4`]);
+    });
+
+    test('when events are imported (migrate-data), then the fan-out starts after them: they are not delivered again', async (t) => {
+      const later = cleanUpInReverse(t);
+      const database = await backend.create();
+      later(() => database.drop());
+      const storage = await database.open();
+      later(() => storage.close());
+      const hook = await storage.webhooks.createEndpoint(endpoint('https://a.example/'), 10);
+      assert.ok(hook);
+      await storage.events.importBatch(
+        [5n, 6n].map((id) => ({ id, type: 'pet.created' as const, occurredAt: AT, data: '{}' })),
+      );
+      assert.equal(await storage.webhooks.fanOut(100), 0);
+      assert.deepEqual(await pairs(database.url), []);
+    });
+  });
+}
