@@ -4,7 +4,7 @@ import { SchemaTooNewError } from '../../src/storage/schema-version.js';
 import { SQLITE_MIGRATIONS } from '../../src/storage/sqlite/migrations.js';
 import { VERSION } from '../../src/version.js';
 import { backends, type TestDatabase, test } from '../support/backends.js';
-import { oneLineFailure, runCli } from '../support/cli.js';
+import { oneLineFailure, runCli, runInProcess } from '../support/cli.js';
 import { executeSql, queryDatabase } from '../support/db-inspect.js';
 import { allDocsOnOneLine } from '../support/docs.js';
 
@@ -69,7 +69,7 @@ for (const backend of backends) {
       const database = await backend.create();
       t.after(() => database.drop());
       await migratedByNewerRelease(database);
-      const line = oneLineFailure(await runCli(['migrate'], { DATABASE_URL: database.url }));
+      const line = oneLineFailure(await runInProcess(['migrate'], { DATABASE_URL: database.url }));
       assert.match(line.replace(/^petstore: /, ''), refusal);
       assert.match(line, /^petstore: /);
       assert.equal(await schemaVersion(database), newer);
