@@ -139,9 +139,29 @@ test('when a run had create-with-webhook and create-at-endpoint-limit, then thei
   const table = report.slice(report.indexOf('### create with webhook endpoints against create without'));
   assert.deepEqual(cells(table, 'sqlite'), ['sqlite', '10k', '1', '1000', '900', '0.90', '60', '66', '0.25']);
   // A run from before the count: a dash, not a zero.
-  assert.deepEqual(cells(table, 'postgres'), ['postgres', '10k', '1', '500', '250', '0.50', '100', '150', '–']);
+  assert.deepEqual(cells(table, 'postgres'), [
+    'postgres',
+    '10k',
+    '1',
+    '500',
+    '250',
+    '0.50',
+    '100',
+    '150',
+    '–',
+  ]);
   const atLimit = table.split('\n').filter((line) => line.startsWith('| postgres |'))[1] ?? '';
-  assert.deepEqual(cells(atLimit, 'postgres'), ['postgres', '10k', '100', '500', '400', '0.80', '100', '180', '3.00']);
+  assert.deepEqual(cells(atLimit, 'postgres'), [
+    'postgres',
+    '10k',
+    '100',
+    '500',
+    '400',
+    '0.80',
+    '100',
+    '180',
+    '3.00',
+  ]);
 });
 
 test('when a run was measured in rounds, then its report and headline say how: rounds of --seconds, the targets taking turns', () => {

@@ -78,7 +78,12 @@ function recordStatements(): { ran: Ran[]; stop: () => void } {
   restore.push(() => {
     pg.Client.prototype.query = query;
   });
-  return { ran, stop: () => restore.forEach((undo) => undo()) };
+  return {
+    ran,
+    stop: () => {
+      for (const undo of restore) undo();
+    },
+  };
 }
 
 /** Where each index read of `table` is, with the columns of its condition; seq scans have none. */
