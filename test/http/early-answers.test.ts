@@ -190,11 +190,9 @@ backend?.describe('the lingering close is bounded', () => {
       }
     });
     assert.match(answer, /^HTTP\/1\.1 413 /);
-    // The socket buffers on both sides hold a few MiB the server never read; the check interval a little more.
-    assert.ok(
-      written < LINGER_MAX_BYTES + 64 * MIB,
-      `the client wrote ${written} bytes before it was dropped`,
-    );
+    // The socket buffers on both sides hold a few MiB the server never read, and a check interval's worth
+    // gets past the bound before the check sees it (LINGER_CHECK_MS).
+    assert.ok(written < 1.5 * LINGER_MAX_BYTES, `the client wrote ${written} bytes before it was dropped`);
     assert.ok(written < 4 * LINGER_MAX_BYTES, 'the client finished its upload: the server never dropped it');
   });
 
