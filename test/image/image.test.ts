@@ -9,6 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { BlockList, connect, isIP, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -112,11 +113,14 @@ async function ensureBase(t: TestContext): Promise<void> {
     '{{index .Config.Labels "org.opencontainers.image.description"}}',
     BASE,
   ]).catch(() => undefined);
-  if (description !== undefined) {
+  // A stand-in made by an older version of the script is made again (its label names the script's hash).
+  const script = join(REPO_ROOT, 'test/image/stand-in-base.sh');
+  const current = createHash('sha256').update(readFileSync(script)).digest('hex').slice(0, 12);
+  if (description !== undefined && (!description.includes('stand-in') || description.endsWith(current))) {
     t.diagnostic(`base: ${BASE} is here already: ${description || 'an earlier pull'}`);
     return;
   }
-  const build = spawnSync(join(REPO_ROOT, 'test/image/stand-in-base.sh'), [BASE, NODE_LINE], {
+  const build = spawnSync(script, [BASE, NODE_LINE], {
     encoding: 'utf8',
   });
   assert.equal(build.status, 0, `the stand-in failed:\n${build.stdout}\n${build.stderr}`);

@@ -35,8 +35,9 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/petstore-stand-in.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 root="$work/rootfs"
 
-echo "stand-in: debootstrap --variant=minbase bookworm from $mirror"
-debootstrap --variant=minbase bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 ||
+# libatomic1: Node.js 24 and later link against it, and the official slim images ship it.
+echo "stand-in: debootstrap --variant=minbase --include=libatomic1 bookworm from $mirror"
+debootstrap --variant=minbase --include=libatomic1 bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 ||
   { cat "$work/debootstrap.log" >&2; exit 1; }
 
 # npm's line for each Node.js line, as the official images ship them: 10 with 20 and 22, 11 later.
@@ -64,7 +65,7 @@ tar -C "$root" -c . | docker import \
   --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
   --change "ENV NODE_VERSION=$("$root/usr/local/bin/node" -v | cut -c2-)" \
   --change "ENV NODE_EXTRA_CA_CERTS=$ca_bundle" \
-  --change "LABEL org.opencontainers.image.description=\"stand-in for the official $tag, built by test/image/stand-in-base.sh\"" \
+  --change "LABEL org.opencontainers.image.description=\"stand-in for the official $tag, built by test/image/stand-in-base.sh $(sha256sum "$0" | cut -c1-12)\"" \
   --change 'CMD ["node"]' \
   - "$tag" >/dev/null
 echo "stand-in: $tag built ($("$root/usr/local/bin/node" -v), npm $(chroot "$root" /usr/local/bin/node /usr/local/lib/node_modules/npm/bin/npm-cli.js -v))"
