@@ -19,8 +19,8 @@ after(killAllCliProcesses);
  * Events of now (retention would delete older ones). The endpoints point at a private address, so each attempt fails at once, without a connection: the
  * deliveries stay in the table to be counted.
  */
-const ENDPOINTS = 20;
-const EVENTS = 5_000;
+const ENDPOINTS = 10;
+const EVENTS = 2_000;
 const TOTAL = ENDPOINTS * EVENTS;
 
 test(`when a node is killed in the middle of fanning out ${EVENTS} events to ${ENDPOINTS} endpoints, then once it is back every event has its delivery to every endpoint, once`, async () => {
