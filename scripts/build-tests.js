@@ -19,6 +19,7 @@ import {
   rmSync,
   statSync,
   symlinkSync,
+  writeFileSync,
 } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -104,4 +105,48 @@ for (const entry of readdirSync(ROOT)) {
     mkdirSync(join(OUT, entry), { recursive: true });
     mirror(entry);
   } else link(join(ROOT, entry), join(OUT, entry));
+}
+
+/**
+ * Test files that keep a process of their own: tracing registers a global tracer provider and
+ * config.test sets process.env, which other files would see; the faults and the docs page's browser
+ * are about processes and time, and run beside the groups rather than inside one.
+ */
+const ALONE = [
+  /^test\/(tracing|faults)\//,
+  /^test\/config\/config\.test\.ts$/,
+  /^test\/cli\/tracing\.test\.ts$/,
+  /^test\/docs\//,
+];
+/**
+ * How many processes the other test files share. Each file in a process of its own cost about 1 CPU-s
+ * of start-up (Node.js 20: loading the runner, the service's modules and a database driver again);
+ * six processes, three at a time (--test-concurrency), keep both cores busy with a third of that.
+ */
+const GROUPS = 6;
+
+// .test-build/groups/: what `npm test` runs. Each group file imports its test files in turn, so their
+// tests register in that one process and run there, file after file.
+const testFiles = typeScriptFiles('test')
+  .filter((file) => /\.test\.ts$/.test(file) && !file.startsWith('test/image/'))
+  .sort();
+const groupsDir = join(OUT, 'groups');
+rmSync(groupsDir, { recursive: true, force: true });
+mkdirSync(groupsDir, { recursive: true });
+const shared = testFiles.filter((file) => !ALONE.some((pattern) => pattern.test(file)));
+const entries = [
+  ...Array.from({ length: GROUPS }, (_, i) => ({
+    name: `shared-${i + 1}`,
+    files: shared.filter((_, n) => n % GROUPS === i),
+  })),
+  ...testFiles
+    .filter((file) => ALONE.some((pattern) => pattern.test(file)))
+    .map((file) => ({
+      name: file.slice('test/'.length, -'.test.ts'.length).replaceAll('/', '-'),
+      files: [file],
+    })),
+];
+for (const { name, files } of entries) {
+  const imports = files.map((file) => `await import('../${file.replace(/\.ts$/, '.js')}');`);
+  writeFileSync(join(groupsDir, `${name}.test.js`), `${imports.join('\n')}\n`);
 }
