@@ -197,6 +197,26 @@ for (const backend of backends) {
         );
         const moves = fc.constantFrom('get', 'deliver', 'cancel');
         const seen = { found: 0, moved: 0, unchanged: 0, conflict: 0, missing: 0, invalid: 0 };
+        // Every branch at least twice whatever the random draws (they missed one now and then): two placed
+        // orders each moved, asked again and moved the other way, read; unknown and invalid ids.
+        const placed = orders.filter((o) => o.status === 'placed').slice(0, 2);
+        const valid = (text: string): Part => ({ text, valid: true });
+        const examples: [Part, 'get' | 'deliver' | 'cancel'][] = [
+          ...placed.flatMap((o, i): [Part, 'get' | 'deliver' | 'cancel'][] => {
+            const [move, other] =
+              i === 0 ? (['deliver', 'cancel'] as const) : (['cancel', 'deliver'] as const);
+            return [
+              [valid(o.id), 'get'],
+              [valid(o.id), move],
+              [valid(o.id), move],
+              [valid(o.id), other],
+            ];
+          }),
+          [valid('999999999'), 'get'],
+          [valid('999999998'), 'deliver'],
+          [{ text: 'abc', valid: false }, 'get'],
+          [{ text: '1.5', valid: false }, 'cancel'],
+        ];
         await fc.assert(
           fc.asyncProperty(ids, moves, async (id, move) => {
             // A lone surrogate cannot be percent-encoded: it travels as U+FFFD, still not an integer.
@@ -232,7 +252,7 @@ for (const backend of backends) {
             }
             await assertStoreIsModel(`${move} ${id.text}`);
           }),
-          { numRuns: NUM_RUNS },
+          { numRuns: NUM_RUNS, examples },
         );
         assert.ok(
           Object.values(seen).every((n) => n >= 2),
