@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
+import type { TestContext } from 'node:test';
 import type { Storage } from '../../src/domain/storage.js';
 import type { NewWebhookEndpoint } from '../../src/domain/webhooks.js';
-import { backends, cleanUpInReverse, test } from '../support/backends.js';
+import { type Backend, backends, cleanUpInReverse, type TestDatabase, test } from '../support/backends.js';
 import { executeSql, queryDatabase } from '../support/db-inspect.js';
 
 /**
@@ -33,14 +34,23 @@ async function pairs(url: string): Promise<string[]> {
   return rows.map((r) => `${r.endpoint_id}:${r.event_id}`);
 }
 
+/** A new database on `backend` and its storage, both gone when the test ends. */
+async function fresh(
+  t: TestContext,
+  backend: Backend,
+): Promise<{ database: TestDatabase; storage: Storage }> {
+  const later = cleanUpInReverse(t);
+  const database = await backend.create();
+  later(() => database.drop());
+  const storage = await database.open();
+  later(() => storage.close());
+  return { database, storage };
+}
+
 for (const backend of backends) {
   backend.describe(`fanning out deliveries from the events (${backend.name})`, () => {
     test('when events commit, then they have no deliveries until the fan-out, the oldest pending age counts them meanwhile, and the fan-out gives each matching endpoint one delivery per event after it', async (t) => {
-      const later = cleanUpInReverse(t);
-      const database = await backend.create();
-      later(() => database.drop());
-      const storage = await database.open();
-      later(() => storage.close());
+      const { database, storage } = await fresh(t, backend);
       const all = await storage.webhooks.createEndpoint(endpoint('https://a.example/'), 10);
       const orders = await storage.webhooks.createEndpoint(
         endpoint('https://b.example/', ['order.placed']),
@@ -71,11 +81,7 @@ for (const backend of backends) {
     });
 
     test('when an endpoint is disabled and enabled again, then it gets the events after it was enabled, not those meanwhile; with no endpoint enabled the fan-out skips every event', async (t) => {
-      const later = cleanUpInReverse(t);
-      const database = await backend.create();
-      later(() => database.drop());
-      const storage = await database.open();
-      later(() => storage.close());
+      const { database, storage } = await fresh(t, backend);
       const hook = await storage.webhooks.createEndpoint(endpoint('https://a.example/'), 10);
       assert.ok(hook);
       await executeSql(
@@ -97,11 +103,7 @@ for (const backend of backends) {
     });
 
     test('when events are imported (migrate-data), then the fan-out starts after them: they are not delivered again', async (t) => {
-      const later = cleanUpInReverse(t);
-      const database = await backend.create();
-      later(() => database.drop());
-      const storage = await database.open();
-      later(() => storage.close());
+      const { database, storage } = await fresh(t, backend);
       const hook = await storage.webhooks.createEndpoint(endpoint('https://a.example/'), 10);
       assert.ok(hook);
       await storage.events.importBatch(
