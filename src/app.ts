@@ -6,6 +6,7 @@ import { ApiKeyLastUse, LAST_USE_FLUSH_MS } from './domain/api-key-last-use.js';
 import { ApiKeyVerifier } from './domain/api-keys.js';
 import { EventFeed } from './domain/event-feed.js';
 import { pruneIdempotencyKeys } from './domain/idempotency.js';
+import { LiveEvents } from './domain/live-events.js';
 import { CursorCodec } from './domain/paging.js';
 import { PetCatalog } from './domain/pet-catalog.js';
 import type { Storage } from './domain/storage.js';
@@ -22,6 +23,7 @@ import { corsPolicy } from './http/cors.js';
 import { docs } from './http/docs.js';
 import { draining } from './http/draining.js';
 import { errorHandling, sendError, toApiError } from './http/errors.js';
+import { EventStreams } from './http/event-stream.js';
 import { expectations } from './http/expect.js';
 import { jsonBody } from './http/json-body.js';
 import { Links } from './http/links.js';
@@ -143,6 +145,15 @@ export async function buildApp({
   pruneExpiredIdempotencyKeys(app, () => pruneIdempotencyKeys(store.idempotency, now()));
   const buckets = await openTokenBuckets(config, app, now);
   const feed = new EventFeed(store.events);
+  const streams = new EventStreams({
+    live: new LiveEvents(store.events, {
+      onError: (error) => app.log.warn({ err: error }, 'reading events for the live streams failed'),
+    }),
+    server: app.server as GuardedServer,
+    registry: metrics.registry,
+    ...config.eventStreams,
+  });
+  app.addHook('onClose', async () => streams.closeAll());
   const endpoints = new WebhookEndpoints(
     store.webhooks,
     config.webhooks.policy,
@@ -175,7 +186,7 @@ export async function buildApp({
       await v1.register(conditionalRequests);
       await v1.register(petRoutes, { catalog, links, now });
       await v1.register(orderRoutes, { orders, links });
-      await v1.register(eventRoutes, { feed, links });
+      await v1.register(eventRoutes, { feed, links, streams });
       await v1.register(webhookRoutes, { endpoints, links });
     },
     { prefix: '/v1' },

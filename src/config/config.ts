@@ -219,6 +219,20 @@ const EnvSchema = Type.Object({
     description:
       'Days an event is kept (listEvents, getEvent, webhook deliveries); older ones are deleted in the background.',
   }),
+  EVENT_STREAM_BUFFER_BYTES: Type.Integer({
+    minimum: 1_024,
+    maximum: 1_073_741_824,
+    default: 1_048_576,
+    description:
+      'Bytes a live event stream may leave unsent (its client not reading) before it is closed; the client resumes with Last-Event-ID.',
+  }),
+  EVENT_STREAM_MAX_PER_KEY: Type.Integer({
+    minimum: 1,
+    maximum: 100_000,
+    default: 10,
+    description:
+      'Live event streams one API key may have open at once on a node; one more is 429 rate_limited.',
+  }),
   WEBHOOK_TIMEOUT_MS: Type.Integer({
     minimum: 100,
     maximum: 120_000,
@@ -293,6 +307,8 @@ export interface Config {
   redisUrl: string | undefined;
   overload: { maxEventLoopDelayMs: number; maxHeapUsedBytes: number };
   eventRetentionDays: number;
+  /** Live event streams: unsent bytes before a stream is closed, and streams per key on a node. */
+  eventStreams: { bufferBytes: number; maxPerKey: number };
   webhooks: {
     timeoutMs: number;
     /** Delays between attempts, in milliseconds. */
@@ -377,6 +393,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           : Math.floor(getHeapStatistics().heap_size_limit * 0.9),
     },
     eventRetentionDays: parsed.EVENT_RETENTION_DAYS,
+    eventStreams: {
+      bufferBytes: parsed.EVENT_STREAM_BUFFER_BYTES,
+      maxPerKey: parsed.EVENT_STREAM_MAX_PER_KEY,
+    },
     webhooks: {
       timeoutMs: parsed.WEBHOOK_TIMEOUT_MS,
       retrySchedule: parseRetrySchedule(parsed.WEBHOOK_RETRY_SCHEDULE),

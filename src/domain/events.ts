@@ -73,6 +73,17 @@ export interface EventStore {
    */
   list(query: EventListQuery): Promise<StoredEvent[]>;
   findById(id: bigint): Promise<StoredEvent | undefined>;
+  /**
+   * The greatest id `list` could return now (0 when there is none): every event with a smaller id is
+   * visible too or can no longer appear. Where a live reader starts following.
+   */
+  lastId(): Promise<bigint>;
+  /**
+   * `listener` is called, on a later turn, when events may have been recorded since: by this process,
+   * or by any other on the same database. A node watches once and fans out to its readers (a watch
+   * per reader would cost the database a wake-up per reader); returns the unwatch.
+   */
+  watch(listener: () => void): () => void;
   /** Deletes at most `batchSize` events that occurred before `before` (and their deliveries); resolves to how many. */
   deleteOlderThan(before: Date, batchSize: number): Promise<number>;
   count(): Promise<number>;

@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, onSendHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
-import { Type } from 'typebox';
+import { type TSchema, Type } from 'typebox';
 import { digestOf, matchingTag } from './entity-tags.js';
 
 /**
@@ -117,10 +117,13 @@ export const conditionalRequests = fp(
       if (!methods.includes('GET') || !own?.[200]) return;
       // Route-level: after the compression plugin's own onSend, which content-coding.ts added first.
       route.onSend = [...[route.onSend ?? []].flat(), tagCoding];
+      // The route's own headers (listEvents' Last-Event-ID) stay beside If-None-Match.
+      const ownHeaders = (route.schema?.headers as { properties?: Record<string, TSchema> } | undefined)
+        ?.properties;
       route.schema = {
         ...route.schema,
         headers: Type.Object(
-          { 'if-none-match': Type.Optional(IfNoneMatchHeader) },
+          { ...ownHeaders, 'if-none-match': Type.Optional(IfNoneMatchHeader) },
           { additionalProperties: true },
         ),
         response: {

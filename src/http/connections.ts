@@ -69,14 +69,20 @@ export class GuardedServer extends Server {
     if (this.listening) this.close();
   }
 
-  /** Stops accepting if not yet, then drains; resolves once every connection has closed. */
+  /**
+   * Stops accepting if not yet, then drains; resolves once every connection has closed. Emits
+   * 'draining' as it begins.
+   */
   drain(): Promise<void> {
     const closed = new Promise<void>((resolve) => {
       if (!this.listening && this.#connections.size === 0) resolve();
       else this.once('close', () => resolve());
     });
     this.stopAccepting();
+    const already = this.#phase === 'draining';
     this.#phase = 'draining';
+    // Responses that never end by themselves (live event streams) end now, not at the drain's grace.
+    if (!already) this.emit('draining');
     for (const socket of this.#connections.keys()) this.#closeWhenIdle(socket);
     return closed;
   }

@@ -206,15 +206,24 @@ function webhookDeliveries(): Record<string, OpenAPIV3_1.PathItemObject> {
 type Json = Record<string, unknown>;
 
 /**
- * Moves the examples of a response whose schema is a `$ref` (an Error) onto its media type, where
- * OpenAPI puts them: @fastify/swagger drops every keyword beside a `$ref`. Only the document changes;
+ * Moves the examples of a response whose schema is a `$ref` (an Error), or of each of its media types'
+ * schemas, onto the media type, where OpenAPI puts them: @fastify/swagger drops every keyword beside a
+ * `$ref`, and leaves a media type's schema as it is. Only the document changes;
  * the route's own schema, which serialises replies, is left as it is.
  */
 function liftResponseExamples<T extends object>(schema: T): T {
   const responses = (schema as { response?: Record<string, Json> }).response;
   if (!responses) return schema;
   const lifted = Object.entries(responses).map(([status, response]) => {
-    const { $ref, examples, 'x-examples': named, description, headers } = response;
+    const { $ref, examples, 'x-examples': named, description, headers, content } = response;
+    // One media type per content type (listEvents' feed and stream): each schema's example onto its own.
+    if (content) {
+      const media = Object.entries(content as Record<string, { schema: Json }>).map(([type, { schema }]) => {
+        const { examples: own, ...rest } = schema;
+        return [type, own ? { schema: rest, example: (own as unknown[])[0] } : { schema }];
+      });
+      return [status, { ...response, content: Object.fromEntries(media) }];
+    }
     if ($ref === undefined || (examples === undefined && named === undefined)) return [status, response];
     const media = named ? { examples: named } : { example: (examples as unknown[])[0] };
     return [

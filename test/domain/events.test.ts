@@ -83,6 +83,8 @@ function storeOf(count: number): EventStore & { asked: EventListQuery[] } {
         .slice(0, query.limit);
     },
     findById: async (id) => events.find((e) => e.id === id),
+    lastId: async () => BigInt(events.length),
+    watch: () => () => undefined,
     deleteOlderThan: async () => 0,
     count: async () => events.length,
     importBatch: async () => 0,

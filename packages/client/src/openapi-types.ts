@@ -226,6 +226,8 @@ export interface paths {
          * List events
          * @description Every change made through the API, in ascending `id` order (the order the changes committed), at most `limit`, optionally only some `type`s (repeat the parameter), only after the id given in `after`. A consumer that repeats `GET /v1/events?after=<the last id it processed>` sees every event exactly once, in order, however many nodes write: an event is listed only once every event with a smaller id is listed too or can no longer appear. While more may exist the response carries `Link: <…>; rel="next"`. The body is a bare array. Events are kept `EVENT_RETENTION_DAYS` (30 by default).
          *
+         *     **The live stream.** Asked with `Accept: text/event-stream` (what an EventSource client sends), the answer is the same events as Server-Sent Events, kept open: those after `after` (or after `Last-Event-ID`, which wins), then each one as it commits, on whichever node, in ascending id order, none skipped and none twice. A client that reconnects with the last id it received misses nothing. `limit` is refused there (`400`). A client that stops reading is disconnected once `EVENT_STREAM_BUFFER_BYTES` (1 MiB) wait unsent; a key may keep `EVENT_STREAM_MAX_PER_KEY` (10) streams open on a node (`429` beyond); a node shutting down ends its streams, and the client reconnects (`503` from a node that is shutting down).
+         *
          *     Needs an API key with the scope `events:read`; without it, `403 forbidden`.
          */
         get: operations["listEvents"];
@@ -2389,6 +2391,8 @@ export interface operations {
                 after?: number | bigint;
             };
             header?: {
+                /** @description Sent by an EventSource client when it reconnects: the id of the last event it received. The stream resumes after it (it counts as `after`, and wins over it). Only with `Accept: text/event-stream`. */
+                "last-event-id"?: string;
                 /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
                 "if-none-match"?: string;
             };
@@ -2397,7 +2401,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A page of events */
+            /** @description A page of events; or, asked for `text/event-stream`, the live stream */
             200: {
                 headers: {
                     /** @description `<…/v1/events?limit=…&after=…>; rel="next"` while more events may exist. */
@@ -2436,6 +2440,20 @@ export interface operations {
                      *     ]
                      */
                     "application/json": components["schemas"]["Event"][];
+                    /**
+                     * @example retry: 2000
+                     *
+                     *     id: 1
+                     *     event: pet.created
+                     *     data: {"id":1,"type":"pet.created","occurredAt":"2026-11-23T09:29:58.120Z","data":{"id":1,"name":"Rex","categoryId":1,"status":"available"}}
+                     *
+                     *     id: 2
+                     *     event: order.placed
+                     *     data: {"id":2,"type":"order.placed","occurredAt":"2026-11-23T09:30:00.000Z","data":{"id":1,"petId":1,"status":"placed","placedAt":"2026-11-23T09:30:00.000Z"}}
+                     *
+                     *     : keep-alive
+                     */
+                    "text/event-stream": string;
                 };
             };
             /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
@@ -2449,7 +2467,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Invalid `limit`, `type` or `after` (code: `invalid_request`) */
+            /** @description Invalid `limit`, `type` or `after`; on a stream, `limit` or a malformed `Last-Event-ID` (code: `invalid_request`) */
             400: {
                 headers: {
                     [name: string]: unknown;

@@ -1,25 +1,48 @@
+import negotiate from '@fastify/accept-negotiator';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import type { EventFeed } from '../../domain/event-feed.js';
 import { type EventType, eventJson } from '../../domain/events.js';
 import { DEFAULT_PAGE_SIZE } from '../../domain/paging.js';
+import { INT64_MAX } from '../../domain/pet.js';
 import { ApiError } from '../errors.js';
+import type { EventStreams } from '../event-stream.js';
 import { type Links, linkHeader } from '../links.js';
 import { ref } from '../schemas/common.js';
-import { Event, EventIdParams, Events, ListEventsQuery } from '../schemas/event.js';
+import {
+  Event,
+  EventIdParams,
+  EventStream,
+  Events,
+  LastEventIdHeader,
+  ListEventsQuery,
+} from '../schemas/event.js';
 import { errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
 import { repeatable, sendJson } from './route-helpers.js';
 
 export interface EventRoutesOptions {
   feed: EventFeed;
   links: Links;
+  /** The live streams: listEvents asked for `text/event-stream`. */
+  streams: EventStreams;
+}
+
+/** The media types listEvents answers in, the feed first: a client must ask for the stream by name. */
+const MEDIA_TYPES = ['application/json', 'text/event-stream'];
+
+/** `Last-Event-ID` as an event id; undefined when absent or empty (EventSource sends none before an id). */
+function lastEventId(value: string | string[] | undefined): bigint | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (typeof value === 'string' && /^\d{1,19}$/.test(value) && BigInt(value) <= INT64_MAX)
+    return BigInt(value);
+  throw new ApiError('invalid_request', 'Last-Event-ID must be an event id, an integer from 0 to 2^63-1');
 }
 
 const TAGS = ['events'];
 const NOT_FOUND = 'no event has this id';
 
-const routes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { feed, links }) => {
+const routes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { feed, links, streams }) => {
   app.get(
     '/events',
     {
@@ -34,16 +57,34 @@ const routes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { feed
           'A consumer that repeats `GET /v1/events?after=<the last id it processed>` sees every event exactly ' +
           'once, in order, however many nodes write: an event is listed only once every event with a smaller ' +
           'id is listed too or can no longer appear. While more may exist the response carries ' +
-          '`Link: <…>; rel="next"`. The body is a bare array. Events are kept `EVENT_RETENTION_DAYS` (30 by default).',
+          '`Link: <…>; rel="next"`. The body is a bare array. Events are kept `EVENT_RETENTION_DAYS` (30 by default).\n\n' +
+          '**The live stream.** Asked with `Accept: text/event-stream` (what an EventSource client sends), the answer is ' +
+          'the same events as Server-Sent Events, kept open: those after `after` (or after `Last-Event-ID`, which wins), ' +
+          'then each one as it commits, on whichever node, in ascending id order, none skipped and none twice. A client ' +
+          'that reconnects with the last id it received misses nothing. `limit` is refused there (`400`). A client that ' +
+          'stops reading is disconnected once `EVENT_STREAM_BUFFER_BYTES` (1 MiB) wait unsent; a key may keep ' +
+          '`EVENT_STREAM_MAX_PER_KEY` (10) streams open on a node (`429` beyond); a node shutting down ends its streams, ' +
+          'and the client reconnects (`503` from a node that is shutting down).',
         tags: TAGS,
         querystring: ListEventsQuery,
+        headers: Type.Object({ 'last-event-id': Type.Optional(LastEventIdHeader) }),
         response: {
-          200: response('A page of events', Events, {
-            Link: Type.String({
-              description: '`<…/v1/events?limit=…&after=…>; rel="next"` while more events may exist.',
-            }),
+          200: Type.Unsafe({
+            description: 'A page of events; or, asked for `text/event-stream`, the live stream',
+            headers: {
+              Link: Type.String({
+                description: '`<…/v1/events?limit=…&after=…>; rel="next"` while more events may exist.',
+              }),
+            },
+            content: {
+              'application/json': { schema: response('A page of events', Events) },
+              'text/event-stream': { schema: EventStream },
+            },
           }),
-          400: invalid('Invalid `limit`, `type` or `after`', 'after must be an integer from 0 to 2^63-1'),
+          400: invalid(
+            'Invalid `limit`, `type` or `after`; on a stream, `limit` or a malformed `Last-Event-ID`',
+            'after must be an integer from 0 to 2^63-1',
+          ),
           default: otherErrors('GET, HEAD'),
         },
       },
@@ -51,6 +92,20 @@ const routes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { feed
     async (request, reply) => {
       const { limit = DEFAULT_PAGE_SIZE, after = 0n } = request.query;
       const types = (request.query.type ?? []) as EventType[];
+      if (
+        request.method === 'GET' &&
+        negotiate(request.headers.accept ?? '', MEDIA_TYPES) === MEDIA_TYPES[1]
+      ) {
+        // The query as sent: validation has filled in limit's default.
+        if (new URLSearchParams(request.url.slice(request.url.indexOf('?') + 1)).has('limit'))
+          throw new ApiError(
+            'invalid_request',
+            'limit does not apply to a stream, which sends every event: leave it out',
+          );
+        const resume = lastEventId(request.headers['last-event-id']);
+        streams.open(request, reply, { after: resume ?? after, types: [...new Set(types)] });
+        return;
+      }
       const page = await feed.list({ after, types, limit });
       if (page.nextAfter !== undefined)
         reply.header(

@@ -57,6 +57,24 @@ export const Events = Type.Array(ref(Event), {
   examples: [[PET_CREATED_EXAMPLE, ORDER_PLACED_EXAMPLE]],
 });
 
+/** The live stream as the OpenAPI document shows it: Server-Sent Events text, one message per event. */
+export const EventStream = Type.String({
+  description:
+    'Server-Sent Events (HTML standard), kept open: first `retry: 2000`, then one message per event, `id: <event id>`, ' +
+    '`event: <type>` and `data: <the Event JSON, exactly as getEvent returns it, on one line>`, in ascending id order; ' +
+    'a `: keep-alive` comment at least every 15 s.',
+  examples: [
+    `retry: 2000\n\nid: 1\nevent: pet.created\ndata: ${JSON.stringify(PET_CREATED_EXAMPLE)}\n\n` +
+      `id: 2\nevent: order.placed\ndata: ${JSON.stringify(ORDER_PLACED_EXAMPLE)}\n\n: keep-alive\n\n`,
+  ],
+});
+
+export const LastEventIdHeader = Type.String({
+  description:
+    'Sent by an EventSource client when it reconnects: the id of the last event it received. The stream resumes ' +
+    'after it (it counts as `after`, and wins over it). Only with `Accept: text/event-stream`.',
+});
+
 export const ListEventsQuery = Type.Object(
   {
     limit: Type.Optional(Limit('events')),

@@ -1,10 +1,13 @@
 import type pg from 'pg';
 import type { EventListQuery, EventStore, EventType, NewEvent, StoredEvent } from '../../domain/events.js';
 import { countRows } from './count.js';
+import type { PostgresNotifications } from './notifications.js';
 import { inTransaction } from './transaction.js';
 
 /** The channel on which a commit that added deliveries wakes every node's deliverer. */
 export const WEBHOOKS_CHANNEL = 'petstore_webhooks';
+/** The channel on which every commit that records events wakes every node's live event streams. */
+export const EVENTS_CHANNEL = 'petstore_events';
 
 /**
  * Any fixed number, the same in every node. A transaction that records events takes this lock just
@@ -34,6 +37,8 @@ const toEvent = (row: EventRow): StoredEvent => ({
  * Records events in the caller's transaction, last thing before its COMMIT. Their deliveries fan out
  * afterwards (webhooks.ts, fanOut), so a change costs the same however many endpoints there are; while
  * any endpoint is enabled, a NOTIFY (sent by PostgreSQL at commit, to every node) wakes the deliverers.
+ * Another wakes the live streams of every node that listens: NOTIFY serialises the commits that send
+ * one, and the order lock above already serialises these.
  */
 export async function appendEvents(client: pg.PoolClient, events: readonly NewEvent[]): Promise<void> {
   if (events.length === 0) return;
@@ -52,7 +57,7 @@ export async function appendEvents(client: pg.PoolClient, events: readonly NewEv
              ORDER BY n
              RETURNING id
            )
-           SELECT CASE WHEN EXISTS (SELECT 1 FROM webhook_endpoints WHERE status = 'enabled')
+           SELECT pg_notify('${EVENTS_CHANNEL}', ''), CASE WHEN EXISTS (SELECT 1 FROM webhook_endpoints WHERE status = 'enabled')
              THEN pg_notify('${WEBHOOKS_CHANNEL}', '') END`,
     values: [
       events.map((e) => e.type),
@@ -65,9 +70,11 @@ export async function appendEvents(client: pg.PoolClient, events: readonly NewEv
 
 export class PostgresEventStore implements EventStore {
   readonly #pool: pg.Pool;
+  readonly #notifications: PostgresNotifications;
 
-  constructor(pool: pg.Pool) {
+  constructor(pool: pg.Pool, notifications: PostgresNotifications) {
     this.#pool = pool;
+    this.#notifications = notifications;
   }
 
   async list({ afterId, types, limit }: EventListQuery): Promise<StoredEvent[]> {
@@ -94,6 +101,20 @@ export class PostgresEventStore implements EventStore {
       values: [id],
     });
     return rows[0] && toEvent(rows[0]);
+  }
+
+  /** max(id) is enough: ids are drawn under EVENT_ORDER_LOCK, so a committed id has no smaller one still to commit. */
+  async lastId(): Promise<bigint> {
+    const { rows } = await this.#pool.query<{ id: bigint }>({
+      name: 'events_last_id',
+      text: 'SELECT coalesce(max(id), 0)::bigint AS id FROM events',
+    });
+    return BigInt(rows[0]?.id ?? 0);
+  }
+
+  /** Woken by the node's one LISTEN connection (notifications.ts), at every node's commits. */
+  watch(listener: () => void): () => void {
+    return this.#notifications.watch(EVENTS_CHANNEL, listener);
   }
 
   async deleteOlderThan(before: Date, batchSize: number): Promise<number> {

@@ -17,6 +17,7 @@ import { isPostgresUnavailable } from './errors.js';
 import { PostgresEventStore } from './events.js';
 import { PostgresIdempotencyStore } from './idempotency.js';
 import { migrate } from './migrations.js';
+import { PostgresNotifications } from './notifications.js';
 import { PostgresOrderStore } from './orders.js';
 import { PostgresPetStore } from './pets.js';
 import { PostgresSecrets } from './secrets.js';
@@ -90,7 +91,7 @@ export class PostgresStorage implements Storage {
   readonly webhooks: WebhookStore;
   readonly schema: SchemaVersions;
   readonly #pool: pg.Pool;
-  readonly #webhooks: PostgresWebhookStore;
+  readonly #notifications: PostgresNotifications;
   readonly #secrets: PostgresSecrets;
 
   private constructor(pool: pg.Pool, url: string, schema: SchemaVersions, now: () => number = Date.now) {
@@ -109,9 +110,15 @@ export class PostgresStorage implements Storage {
       now,
     );
     this.idempotency = translateUnavailable(idempotency, isPostgresUnavailable);
-    this.events = translateUnavailable(new PostgresEventStore(pool), isPostgresUnavailable);
-    this.#webhooks = new PostgresWebhookStore(pool, url);
-    this.webhooks = translateUnavailable(this.#webhooks, isPostgresUnavailable);
+    this.#notifications = new PostgresNotifications(url);
+    this.events = translateUnavailable(
+      new PostgresEventStore(pool, this.#notifications),
+      isPostgresUnavailable,
+    );
+    this.webhooks = translateUnavailable(
+      new PostgresWebhookStore(pool, this.#notifications),
+      isPostgresUnavailable,
+    );
     this.#secrets = translateUnavailable(new PostgresSecrets(pool), isPostgresUnavailable);
   }
 
@@ -161,7 +168,7 @@ export class PostgresStorage implements Storage {
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.pets.settled(), this.orders.settled(), this.#webhooks.close()]);
+    await Promise.all([this.pets.settled(), this.orders.settled(), this.#notifications.close()]);
     if (!this.#pool.ended) await this.#pool.end();
   }
 }

@@ -1,4 +1,4 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { type EventType, eventJson } from '../../domain/events.js';
 import type {
   AttemptOutcome,
@@ -19,6 +19,7 @@ import { disabledBy, signingSecrets, statusAfter } from '../../domain/webhooks.j
 import { CreateBatcher } from '../create-batcher.js';
 import { countRows } from './count.js';
 import { WEBHOOKS_CHANNEL } from './events.js';
+import type { PostgresNotifications } from './notifications.js';
 import { inTransaction } from './transaction.js';
 
 /** Claimers on every node take turns under this lock: the per-endpoint bound counts every node's leases. */
@@ -40,9 +41,6 @@ interface AttemptResult {
   outcome: AttemptOutcome;
   disableIfFailingSince: Date;
 }
-
-/** How soon a LISTEN connection that broke is opened again. */
-const RELISTEN_MS = 1_000;
 
 interface EndpointRow {
   id: bigint;
@@ -104,20 +102,17 @@ const toDelivery = (row: DeliveryRow): WebhookDelivery => ({
  */
 export class PostgresWebhookStore implements WebhookStore {
   readonly #pool: pg.Pool;
-  readonly #url: string;
-  readonly #listeners = new Set<() => void>();
+  readonly #notifications: PostgresNotifications;
   readonly #results = new CreateBatcher<AttemptResult, AttemptRecorded>(
     (results) => this.#recordAll(results),
     {
       name: 'webhooks.recordAttempt',
     },
   );
-  #listening: pg.Client | undefined;
-  #closed = false;
 
-  constructor(pool: pg.Pool, url: string) {
+  constructor(pool: pg.Pool, notifications: PostgresNotifications) {
     this.#pool = pool;
-    this.#url = url;
+    this.#notifications = notifications;
   }
 
   async #endpoint(db: pg.Pool | pg.PoolClient, id: bigint): Promise<WebhookEndpoint | undefined> {
@@ -522,48 +517,8 @@ export class PostgresWebhookStore implements WebhookStore {
     });
   }
 
-  /** Opens one LISTEN connection on first use; a broken one is opened again after a pause. */
+  /** Woken by the node's one LISTEN connection (notifications.ts). */
   watch(listener: () => void): () => void {
-    this.#listeners.add(listener);
-    if (!this.#listening) void this.#listen();
-    return () => this.#listeners.delete(listener);
-  }
-
-  async #listen(): Promise<void> {
-    if (this.#closed) return;
-    const client = new pg.Client({
-      connectionString: this.#url,
-      application_name: 'petstore-listen',
-      keepAlive: true,
-    });
-    this.#listening = client;
-    const again = () => {
-      if (this.#listening !== client || this.#closed) return;
-      this.#listening = undefined;
-      client.end().catch(() => undefined);
-      setTimeout(() => {
-        if (!this.#listening) void this.#listen();
-        // A notification may have been missed meanwhile: wake the watchers to look.
-        for (const listener of this.#listeners) listener();
-      }, RELISTEN_MS).unref();
-    };
-    client.on('error', again);
-    client.on('end', again);
-    client.on('notification', () => {
-      for (const listener of this.#listeners) listener();
-    });
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${WEBHOOKS_CHANNEL}`);
-    } catch {
-      again();
-    }
-  }
-
-  async close(): Promise<void> {
-    this.#closed = true;
-    const client = this.#listening;
-    this.#listening = undefined;
-    await client?.end().catch(() => undefined);
+    return this.#notifications.watch(WEBHOOKS_CHANNEL, listener);
   }
 }

@@ -35,7 +35,9 @@ export class SqliteEventLog {
   readonly #insert: Database.Statement<[string, number, string, string | null], bigint>;
   readonly #anyEnabled: Database.Statement<[], number>;
   readonly #listeners = new Set<() => void>();
+  readonly #appendListeners = new Set<() => void>();
   #wakeScheduled = false;
+  #appendScheduled = false;
 
   constructor(db: Database.Database) {
     this.#insert = db
@@ -53,6 +55,7 @@ export class SqliteEventLog {
   append(event: NewEvent): bigint {
     const at = event.occurredAt.getTime();
     const eventId = this.#insert.get(event.type, at, event.data, event.cause ?? null) as bigint;
+    if (this.#appendListeners.size > 0) this.#appended();
     // An endpoint may want it: the deliverer fans it out (one row read, however many endpoints).
     if (this.#anyEnabled.get() !== undefined) this.wake();
     return eventId;
@@ -62,6 +65,21 @@ export class SqliteEventLog {
   watch(listener: () => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
+  }
+
+  /** `listener` is called (after the transaction, on a later turn) when this process recorded events. */
+  watchAppends(listener: () => void): () => void {
+    this.#appendListeners.add(listener);
+    return () => this.#appendListeners.delete(listener);
+  }
+
+  #appended(): void {
+    if (this.#appendScheduled) return;
+    this.#appendScheduled = true;
+    setImmediate(() => {
+      this.#appendScheduled = false;
+      for (const listener of this.#appendListeners) listener();
+    });
   }
 
   /** Tells the watchers on a later turn: after the current transaction has committed (or rolled back: a wake is harmless). */
@@ -75,18 +93,64 @@ export class SqliteEventLog {
   }
 }
 
+/**
+ * How often, while a reader watches, this process asks SQLite whether another process (another worker
+ * on the same file) committed: `PRAGMA data_version` reads the file's change counter from shared
+ * memory, a few microseconds, and the latency it adds is at most this.
+ */
+const OTHER_PROCESSES_POLL_MS = 100;
+
 export class SqliteEventStore implements EventStore {
   readonly #db: Database.Database;
+  readonly #log: SqliteEventLog;
   readonly #byId: Database.Statement<[bigint], EventTuple>;
+  readonly #lastId: Database.Statement<[], bigint>;
   /** Page statements by LIMIT and number of types. */
   readonly #pages = new Map<string, Database.Statement<unknown[], EventTuple>>();
 
-  constructor(db: Database.Database) {
+  constructor(db: Database.Database, log: SqliteEventLog) {
     this.#db = db;
+    this.#log = log;
     this.#byId = db
       .prepare<[bigint], EventTuple>(`SELECT ${EVENT_COLUMNS} FROM events WHERE id = ?`)
       .raw(true)
       .safeIntegers(true);
+    this.#lastId = db
+      .prepare<[], bigint>('SELECT coalesce(max(id), 0) FROM events')
+      .pluck()
+      .safeIntegers(true);
+  }
+
+  /** One writer at a time, ids drawn inside its transaction: the greatest committed id has no gap below it. */
+  async lastId(): Promise<bigint> {
+    return this.#lastId.get() as bigint;
+  }
+
+  /**
+   * This process's commits wake at once (the log); other processes' are seen by their change to
+   * `PRAGMA data_version`, which counts the commits of every other connection to the file.
+   */
+  watch(listener: () => void): () => void {
+    const unwatch = this.#log.watchAppends(listener);
+    const version = this.#db.prepare<[], number>('PRAGMA data_version').pluck();
+    let seen = version.get();
+    const timer = setInterval(() => {
+      let now: number | undefined;
+      try {
+        now = version.get();
+      } catch {
+        return; // closed, or unreadable for a moment: the next tick asks again
+      }
+      if (now !== seen) {
+        seen = now;
+        listener();
+      }
+    }, OTHER_PROCESSES_POLL_MS);
+    timer.unref();
+    return () => {
+      clearInterval(timer);
+      unwatch();
+    };
   }
 
   async list({ afterId, types, limit }: EventListQuery): Promise<StoredEvent[]> {

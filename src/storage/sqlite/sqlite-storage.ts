@@ -85,7 +85,7 @@ export class SqliteStorage implements Storage {
     const log = new SqliteEventLog(this.#db);
     this.pets = adapt(new SqlitePetStore(this.#db, idempotency.pets, log));
     this.orders = adapt(new SqliteOrderStore(this.#db, idempotency.orders, log));
-    this.events = adapt(new SqliteEventStore(this.#db));
+    this.events = adapt(new SqliteEventStore(this.#db, log));
     this.webhooks = adapt(new SqliteWebhookStore(this.#db, log));
     // A lookup is microseconds here: only refusals are remembered, so a revocation is effective at once.
     this.apiKeys = new ApiKeyCache(adapt(new SqliteApiKeyStore(this.#db)), { rememberActive: false });

@@ -1,0 +1,206 @@
+import type { ServerResponse } from 'node:http';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import { eventJson, type StoredEvent } from '../domain/events.js';
+import type { EventSink, FollowQuery, LiveEvents } from '../domain/live-events.js';
+import type { GuardedServer } from './connections.js';
+import { ApiError, unavailable } from './errors.js';
+
+/** What an EventSource client waits before reconnecting after the stream broke (the first message). */
+export const RETRY_MS = 2_000;
+/** How often a comment goes out on every stream: proxies keep the connection, clients notice a dead one. */
+export const KEEP_ALIVE_MS = 10_000;
+
+const KEEP_ALIVE = ': keep-alive\n\n';
+
+export interface EventStreamOptions {
+  live: LiveEvents;
+  server: GuardedServer;
+  registry: Registry;
+  /** Bytes a stream may leave unsent before it is closed (EVENT_STREAM_BUFFER_BYTES). */
+  bufferBytes: number;
+  /** Streams one API key may have open on this node (EVENT_STREAM_MAX_PER_KEY). */
+  maxPerKey: number;
+}
+
+type CloseReason = 'client' | 'slow' | 'shutdown' | 'error';
+
+/**
+ * One event as a Server-Sent Events message (HTML standard, 9.2): its id, its type as the event name,
+ * and the Event JSON as getEvent sends it. That JSON is one line (JSON escapes line breaks inside
+ * strings); were it ever not, each line would be a `data:` field of its own, which a client joins
+ * back with LF, so no byte of it can end the message early or start a field.
+ */
+function message(event: StoredEvent): string {
+  const json = eventJson(event);
+  const data = /[\r\n]/.test(json) ? json.split(/\r\n|\r|\n/).join('\ndata: ') : json;
+  return `id: ${event.id}\nevent: ${event.type}\ndata: ${data}\n\n`;
+}
+
+/**
+ * The live event streams of this node (`GET /v1/events` with `Accept: text/event-stream`). Events
+ * come from LiveEvents, one read of the log for every stream; each stream is a response kept open.
+ * A stream whose client does not read is closed once EVENT_STREAM_BUFFER_BYTES wait unsent (the client
+ * resumes with Last-Event-ID), so a stalled reader costs the node at most that. When the server drains,
+ * every stream ends at once: none holds a shutdown back.
+ */
+export class EventStreams {
+  readonly #o: EventStreamOptions;
+  readonly #open = new Set<EventStream>();
+  readonly #perKey = new Map<string, number>();
+  /** Each event's message is written once per node, whatever the number of streams sending it. */
+  readonly #messages = new WeakMap<StoredEvent, string>();
+  readonly #sent: Counter;
+  readonly #closed: Counter<'reason'>;
+  #keepAlive: NodeJS.Timeout | undefined;
+
+  constructor(options: EventStreamOptions) {
+    this.#o = options;
+    const open = this.#open;
+    new Gauge({
+      name: 'petstore_event_streams',
+      help: 'Live event streams (GET /v1/events as text/event-stream) open now.',
+      registers: [options.registry],
+      collect() {
+        this.set(open.size);
+      },
+    });
+    this.#sent = new Counter({
+      name: 'petstore_event_stream_messages_total',
+      help: 'Events sent on live event streams (one per stream that sent it).',
+      registers: [options.registry],
+    });
+    this.#closed = new Counter({
+      name: 'petstore_event_streams_closed_total',
+      help: 'Live event streams closed, by reason: client (it went away), slow (EVENT_STREAM_BUFFER_BYTES unsent), shutdown, error (the database did not answer).',
+      labelNames: ['reason'],
+      registers: [options.registry],
+    });
+    options.server.on('draining', () => this.closeAll());
+  }
+
+  /** Opens a stream as the answer to `request`; throws an ApiError (429, 503) when it may not open. */
+  open(request: FastifyRequest, reply: FastifyReply, query: FollowQuery): void {
+    if (this.#o.server.draining) throw unavailable('this node is shutting down; connect again');
+    const key = request.apiKeyId;
+    const count = this.#perKey.get(key) ?? 0;
+    if (count >= this.#o.maxPerKey)
+      throw new ApiError(
+        'rate_limited',
+        `too many event streams for this API key: at most ${this.#o.maxPerKey} open at once on a node`,
+      );
+    this.#perKey.set(key, count + 1);
+    // Answered here, not by Fastify: the headers set so far (request id, rate limits, CORS) go with it.
+    reply.hijack();
+    const res = reply.raw;
+    res.writeHead(200, {
+      ...(reply.getHeaders() as Record<string, string>),
+      'content-type': 'text/event-stream; charset=utf-8',
+      // Neither a cache nor a buffering proxy (nginx's X-Accel-Buffering) may hold messages back.
+      'cache-control': 'no-store',
+      'x-accel-buffering': 'no',
+    });
+    res.write(`retry: ${RETRY_MS}\n\n`);
+    const stream = new EventStream(this, res);
+    this.#open.add(stream);
+    if (!this.#keepAlive) {
+      this.#keepAlive = setInterval(() => {
+        for (const open of this.#open) open.write(KEEP_ALIVE);
+      }, KEEP_ALIVE_MS);
+      this.#keepAlive.unref();
+    }
+    res.once('close', () => {
+      stream.following.close();
+      this.#open.delete(stream);
+      const left = (this.#perKey.get(key) ?? 1) - 1;
+      if (left > 0) this.#perKey.set(key, left);
+      else this.#perKey.delete(key);
+      this.#closed.inc({ reason: stream.closedFor ?? 'client' });
+      if (this.#open.size === 0) {
+        clearInterval(this.#keepAlive);
+        this.#keepAlive = undefined;
+      }
+    });
+    stream.following = this.#o.live.follow(query, stream);
+  }
+
+  /** Ends every stream cleanly (the server drains, or the app closes). */
+  closeAll(): void {
+    for (const stream of this.#open) stream.end('shutdown');
+  }
+
+  get bufferBytes(): number {
+    return this.#o.bufferBytes;
+  }
+
+  messageOf(event: StoredEvent): string {
+    let text = this.#messages.get(event);
+    if (text === undefined) {
+      text = message(event);
+      this.#messages.set(event, text);
+    }
+    return text;
+  }
+
+  counted(messages: number): void {
+    this.#sent.inc(messages);
+  }
+}
+
+class EventStream implements EventSink {
+  following: { close(): void } = { close: () => undefined };
+  closedFor: CloseReason | undefined;
+  readonly #streams: EventStreams;
+  readonly #res: ServerResponse;
+
+  constructor(streams: EventStreams, res: ServerResponse) {
+    this.#streams = streams;
+    this.#res = res;
+  }
+
+  send(events: readonly StoredEvent[]): void {
+    if (this.closedFor) return;
+    let text = '';
+    for (const event of events) text += this.#streams.messageOf(event);
+    this.write(text);
+    this.#streams.counted(events.length);
+  }
+
+  write(text: string): void {
+    if (this.closedFor || this.#res.destroyed) return;
+    this.#res.write(text);
+    // Past the bound the client is not reading: close rather than hold more (it resumes from its last id).
+    if (this.#res.writableLength > this.#streams.bufferBytes) {
+      this.closedFor = 'slow';
+      this.following.close();
+      this.#res.destroy();
+    }
+  }
+
+  drained(): Promise<void> {
+    const res = this.#res;
+    if (!res.writableNeedDrain || res.destroyed) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        res.off('drain', done);
+        res.off('close', done);
+        resolve();
+      };
+      res.on('drain', done);
+      res.on('close', done);
+    });
+  }
+
+  failed(): void {
+    this.end('error');
+  }
+
+  /** Ends the response, and its connection: a client reconnects, to this node or another. */
+  end(reason: CloseReason): void {
+    if (this.closedFor) return;
+    this.closedFor = reason;
+    this.following.close();
+    const socket = this.#res.socket;
+    this.#res.end(() => socket?.end());
+  }
+}
