@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { VERSION } from '../version.js';
 import { type CliIo, processIo } from './io.js';
 import { keysCommand } from './keys.js';
+import { listenCommand } from './listen.js';
 import { migrateCommand } from './migrate.js';
 import { migrateDataCommand } from './migrate-data.js';
 import { seedCommand } from './seed.js';
@@ -17,5 +18,6 @@ export function petstoreProgram(io: CliIo = processIo()): Command {
     .addCommand(keysCommand(io))
     .addCommand(migrateCommand(io))
     .addCommand(migrateDataCommand(io))
-    .addCommand(seedCommand(io));
+    .addCommand(seedCommand(io))
+    .addCommand(listenCommand(io));
 }

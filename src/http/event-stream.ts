@@ -200,7 +200,9 @@ class EventStream implements EventSink {
     if (this.closedFor) return;
     this.closedFor = reason;
     this.following.close();
+    // Closed once the end is flushed: a keep-alive client would otherwise hold the connection for the
+    // drain's grace, and the node's exit with it.
     const socket = this.#res.socket;
-    this.#res.end(() => socket?.end());
+    this.#res.end(() => socket?.destroy());
   }
 }

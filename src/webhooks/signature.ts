@@ -18,3 +18,21 @@ export function signatureHeader(
     })
     .join(' ');
 }
+
+/**
+ * The Standard Webhooks headers of one attempt to deliver event `id` (decimal digits) with `body`, the
+ * Event JSON as getEvent sends it, at `timestamp` (Unix seconds). The sender adds content-type and
+ * user-agent.
+ */
+export function webhookHeaders(
+  secrets: readonly string[],
+  id: string,
+  timestamp: number,
+  body: string,
+): Record<string, string> {
+  return {
+    'webhook-id': id,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': signatureHeader(secrets, id, timestamp, body),
+  };
+}

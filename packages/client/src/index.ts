@@ -23,6 +23,7 @@ import { Webhook } from 'standardwebhooks';
 import { EtagCache } from './etag-cache.js';
 import { nextLinkTarget } from './link.js';
 import type { components, operations, paths } from './openapi-types.js';
+import { ServerSentEventParser } from './server-sent-events.js';
 
 export type Pet = components['schemas']['Pet'];
 export type NewPet = components['schemas']['NewPet'];
@@ -135,6 +136,16 @@ export interface PetstoreClientOptions {
   conditionalGets?: boolean | { maxEntries?: number };
 }
 
+/** What `streamEvents` follows. */
+export interface StreamEventsOptions {
+  /** Only events of these types (all when absent). */
+  types?: readonly EventType[];
+  /** Only events with a greater id: the id of the last event processed (from the first when absent). */
+  after?: number | bigint;
+  /** Ends the iteration (without an error) when aborted. */
+  signal?: AbortSignal;
+}
+
 export interface CreatePetOptions {
   /**
    * Makes the create safe to send again: within 24 hours the same key and pet return the first answer
@@ -153,6 +164,22 @@ export interface PlaceOrderOptions {
 
 const DEFAULT_TIMEOUT_MS = 30_000;
 const DEFAULT_RETRY: Required<RetryOptions> = { maxRetries: 2, maxWaitMs: 10_000, baseDelayMs: 200 };
+
+/** How long to wait before reconnecting a live stream until the service says (its first message does). */
+const STREAM_RETRY_MS = 2_000;
+
+/** A wait that an abort cuts short (resolves either way). */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
 
 /** The back-off before retry `attempt` (0 first): doubling, each between half and all of it (jitter). */
 const backoffMs = (baseDelayMs: number, attempt: number) => {
@@ -209,6 +236,15 @@ function asNetworkError(error: unknown, timeoutMs: number, requestId?: string): 
     );
   }
   return error;
+}
+
+/** An error body as openapi-fetch gives it: parsed when it is JSON, else the text. */
+function parseOrText(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
 }
 
 /** Whether a parsed body is the service's Error body: `{code, message, status}`. */
@@ -278,6 +314,7 @@ export class PetstoreClient {
   readonly #fetch: typeof fetch;
   readonly #timeoutMs: number;
   readonly #retry: Required<RetryOptions> | undefined;
+  readonly #authorization: string;
   /** The X-Request-Id each answer's request was sent with, for errors whose answer carries none. */
   readonly #sentIds = new WeakMap<Response, string>();
 
@@ -290,6 +327,7 @@ export class PetstoreClient {
     conditionalGets,
   }: PetstoreClientOptions) {
     this.#baseUrl = baseUrl.replace(/\/$/, '');
+    this.#authorization = `Bearer ${apiKey}`;
     this.#fetch = fetchImpl ?? globalThis.fetch;
     this.#timeoutMs = timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#retry = retry === false ? undefined : { ...DEFAULT_RETRY, ...retry };
@@ -298,7 +336,7 @@ export class PetstoreClient {
       : undefined;
     this.raw = createClient<paths>({
       baseUrl: this.#baseUrl,
-      headers: { Authorization: `Bearer ${apiKey}` },
+      headers: { Authorization: this.#authorization },
       bodySerializer: (body) => stringify(body) ?? '',
       fetch: async (request: Request) => {
         if (cache === undefined || request.method !== 'GET') return this.#send(request);
@@ -501,6 +539,81 @@ export class PetstoreClient {
       const page: { events: Event[]; next: ListEventsQuery | undefined } = await this.listEvents(next);
       yield* page.events;
       next = page.next;
+    }
+  }
+
+  /**
+   * The live stream of events (listEvents as Server-Sent Events): those after `after`, then each one as
+   * it commits, in ascending id order. A stream that breaks (the node restarts, the connection drops,
+   * the service closed it because it was read too slowly) is opened again after the `retry:` the service
+   * asked for, with `Last-Event-ID`, so every event is yielded exactly once however often it breaks; a
+   * `429`, `503` or `5xx` is tried again the same way (after its Retry-After when it gives one). Ends
+   * when `signal` aborts; throws a PetstoreError for any other refusal (a key without `events:read`).
+   */
+  async *streamEvents({ types = [], after, signal }: StreamEventsOptions = {}): AsyncGenerator<Event> {
+    let last = after === undefined ? undefined : BigInt(after);
+    let retryMs = STREAM_RETRY_MS;
+    const query = new URLSearchParams(types.map((type): [string, string] => ['type', type]));
+    if (last !== undefined) query.set('after', String(last));
+    const url = `${this.#baseUrl}/events${query.size > 0 ? `?${query}` : ''}`;
+    while (!signal?.aborted) {
+      const headers: Record<string, string> = {
+        accept: 'text/event-stream',
+        authorization: this.#authorization,
+        'x-request-id': globalThis.crypto.randomUUID(),
+      };
+      if (last !== undefined) headers['last-event-id'] = String(last);
+      let response: Response;
+      try {
+        response = await this.#fetch(url, { headers, ...(signal ? { signal } : {}) });
+      } catch {
+        if (signal?.aborted) return;
+        await pause(retryMs, signal);
+        continue;
+      }
+      if (response.status === 429 || response.status >= 500) {
+        await response.body?.cancel();
+        await pause(retryAfterMs(response.headers.get('retry-after')) ?? retryMs, signal);
+        continue;
+      }
+      if (!response.ok || !response.headers.get('content-type')?.startsWith('text/event-stream')) {
+        const text = await response.text();
+        if (!response.ok) this.#read<never>({ error: parseOrText(text), response });
+        throw new PetstoreError(
+          {
+            code: 'unexpected_response',
+            message: `${response.status}: not an event stream`,
+            status: response.status,
+          },
+          { requestId: headers['x-request-id'], body: text.slice(0, BODY_START_CHARACTERS) },
+        );
+      }
+      const events: Event[] = [];
+      const parser = new ServerSentEventParser({
+        event: (message) => {
+          const event = parseExact<Event>(message.data);
+          events.push(event);
+        },
+        retry: (ms) => {
+          retryMs = ms;
+        },
+      });
+      try {
+        for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+          parser.push(chunk);
+          for (const event of events.splice(0)) {
+            const id = BigInt(event.id);
+            // Resumed with Last-Event-ID, the stream starts after it; a repeat is skipped all the same.
+            if (last !== undefined && id <= last) continue;
+            last = id;
+            yield event;
+          }
+        }
+      } catch {
+        if (signal?.aborted) return;
+      }
+      // The stream ended or broke: open it again after the wait the service asked for.
+      await pause(retryMs, signal);
     }
   }
 
