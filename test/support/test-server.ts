@@ -50,6 +50,8 @@ export interface TestServerOptions {
   database?: TestDatabase;
   /** A logger configuration (e.g. one writing to a stream the test reads); silent otherwise. */
   logger?: AppOptions['logger'];
+  /** The storage the app is given, made from the one opened (e.g. one counting its calls). */
+  wrapStorage?: (storage: Storage) => Storage;
 }
 
 export function testConfig(url: string, env: Record<string, string> = {}): Config {
@@ -87,7 +89,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const storage = await openStorage(config, now ? () => now().getTime() : Date.now);
   const app = await buildApp({
     config,
-    storage,
+    storage: options.wrapStorage ? options.wrapStorage(storage) : storage,
     ...(options.now ? { now: options.now } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
   });

@@ -1,0 +1,88 @@
+import { type ClientRequest, type IncomingHttpHeaders, request } from 'node:http';
+import { type ServerSentEvent, ServerSentEventParser } from '../../packages/client/src/server-sent-events.js';
+import { poll } from './cli.js';
+import { TEST_KEY } from './test-server.js';
+
+export interface StreamOptions {
+  /** The bearer key; TEST_KEY by default. */
+  key?: string;
+  headers?: Record<string, string>;
+}
+
+/**
+ * A live event stream as a test reads it: a real connection (node:http, no pooling), every message
+ * parsed by the HTML standard's rules (the client's reader, tested against the standard's examples),
+ * the raw text kept too. An answer other than a stream is kept as `status` and `body`.
+ */
+export class TestStream {
+  readonly messages: ServerSentEvent[] = [];
+  readonly retries: number[] = [];
+  raw = '';
+  status = 0;
+  headers: IncomingHttpHeaders = {};
+  /** Resolves when the response ends ('end') or the connection breaks ('error'). */
+  readonly ended: Promise<'end' | 'error'>;
+  readonly #request: ClientRequest;
+  #settle: (how: 'end' | 'error') => void = () => undefined;
+
+  private constructor(url: string, { key = TEST_KEY, headers = {} }: StreamOptions) {
+    this.ended = new Promise((resolve) => {
+      this.#settle = resolve;
+    });
+    const parser = new ServerSentEventParser({
+      event: (message) => this.messages.push(message),
+      retry: (ms) => this.retries.push(ms),
+    });
+    this.#request = request(url, {
+      agent: false,
+      headers: { accept: 'text/event-stream', authorization: `Bearer ${key}`, ...headers },
+    });
+    this.#request.on('error', () => this.#settle('error'));
+    this.#request.on('response', (res) => {
+      this.status = res.statusCode ?? 0;
+      this.headers = res.headers;
+      res.on('data', (chunk: Buffer) => {
+        this.raw += chunk.toString();
+        if (this.status === 200) parser.push(chunk);
+      });
+      res.on('end', () => this.#settle('end'));
+      res.on('error', () => this.#settle('error'));
+      res.on('close', () => this.#settle(res.complete ? 'end' : 'error'));
+    });
+    this.#request.end();
+  }
+
+  /** Opens `url` (…/v1/events?…) and resolves once the answer's head has arrived. */
+  static async open(url: string, options: StreamOptions = {}): Promise<TestStream> {
+    const stream = new TestStream(url, options);
+    await poll(`the answer of ${url}`, () => (stream.status > 0 ? true : undefined));
+    return stream;
+  }
+
+  /** The body, for an answer that is not a stream (an Error), once it has ended. */
+  async body(): Promise<string> {
+    await this.ended;
+    return this.raw;
+  }
+
+  /** Waits until `count` messages have arrived (fails, naming them, if they never do). */
+  async waitFor(count: number): Promise<ServerSentEvent[]> {
+    return poll(`${count} messages (have ${this.messages.length})`, () =>
+      this.messages.length >= count ? this.messages.slice(0, count) : undefined,
+    );
+  }
+
+  /** The ids received, as numbers. */
+  ids(): number[] {
+    return this.messages.map((message) => Number(message.lastEventId));
+  }
+
+  /** The last id received, as Last-Event-ID carries it. */
+  lastId(): string | undefined {
+    return this.messages[this.messages.length - 1]?.lastEventId;
+  }
+
+  close(): void {
+    this.#request.destroy();
+  }
+}
