@@ -16,6 +16,8 @@ export interface StreamOptions {
  */
 export class TestStream {
   readonly messages: ServerSentEvent[] = [];
+  /** When each message arrived (performance.now()). */
+  readonly arrivals: number[] = [];
   readonly retries: number[] = [];
   raw = '';
   status = 0;
@@ -30,7 +32,10 @@ export class TestStream {
       this.#settle = resolve;
     });
     const parser = new ServerSentEventParser({
-      event: (message) => this.messages.push(message),
+      event: (message) => {
+        this.messages.push(message);
+        this.arrivals.push(performance.now());
+      },
       retry: (ms) => this.retries.push(ms),
     });
     this.#request = request(url, {
