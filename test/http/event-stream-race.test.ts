@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { DRAIN_GRACE_MS } from '../../src/http/connections.js';
 import { after, before, postgres, sqlite, test } from '../support/backends.js';
-import { killAllCliProcesses, startServe, tempDatabase } from '../support/cli.js';
+import { killAllCliProcesses, startServe, tempDatabase, workerPids } from '../support/cli.js';
 import { queryDatabase } from '../support/db-inspect.js';
-import { TestStream } from '../support/event-stream.js';
+import { processHolding, TestStream } from '../support/event-stream.js';
 import { until } from '../support/eventually.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
@@ -116,11 +116,20 @@ sqlite.describe('live event streams under concurrent writers in two processes on
       { workers: 2 },
     );
     t.after(() => service.kill());
-    // Several streams: the kernel hands each connection to either worker, so both hold some.
-    const streams = await Promise.all(
-      Array.from({ length: 6 }, () => TestStream.open(`${service.url}/v1/events`, { key: KEY })),
+    // The kernel hands each connection to either worker: streams are opened until each worker holds one.
+    const pids = await workerPids(service);
+    const streams: TestStream[] = [];
+    const holders = new Set<number | undefined>();
+    while (streams.length < 10 && !pids.every((pid) => holders.has(pid))) {
+      const stream = await TestStream.open(`${service.url}/v1/events`, { key: KEY });
+      assert.equal(stream.status, 200);
+      streams.push(stream);
+      holders.add(processHolding(stream.localPort as number, pids));
+    }
+    assert.ok(
+      pids.every((pid) => holders.has(pid)),
+      `a stream on each worker (${streams.length} streams, on ${[...holders].join(', ')})`,
     );
-    assert.ok(streams.every((stream) => stream.status === 200));
     const writes = await write(1, async (_node, path, body) => {
       const res = await fetch(`${service.url}${path}`, {
         method: 'POST',

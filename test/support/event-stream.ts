@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { type ClientRequest, type IncomingHttpHeaders, request } from 'node:http';
 import { type ServerSentEvent, ServerSentEventParser } from '../../packages/client/src/server-sent-events.js';
 import { poll } from './cli.js';
@@ -87,7 +88,38 @@ export class TestStream {
     return this.messages[this.messages.length - 1]?.lastEventId;
   }
 
+  /** The client side's port: which connection of the server's this stream is. */
+  get localPort(): number | undefined {
+    return this.#request.socket?.localPort;
+  }
+
   close(): void {
     this.#request.destroy();
   }
+}
+
+/**
+ * Which of `pids` holds the server side of the connection from 127.0.0.1:`clientPort` (Linux: the
+ * socket's inode in /proc/net/tcp, then the process with a descriptor on it), or undefined.
+ */
+export function processHolding(clientPort: number, pids: readonly number[]): number | undefined {
+  const hex = clientPort.toString(16).toUpperCase().padStart(4, '0');
+  const inodes = readFileSync('/proc/net/tcp', 'utf8')
+    .split('\n')
+    .map((line) => line.trim().split(/\s+/))
+    .filter((fields) => fields[2] === `0100007F:${hex}`)
+    .map((fields) => `socket:[${fields[9]}]`);
+  return pids.find((pid) => {
+    try {
+      return readdirSync(`/proc/${pid}/fd`).some((fd) => {
+        try {
+          return inodes.includes(readlinkSync(`/proc/${pid}/fd/${fd}`));
+        } catch {
+          return false;
+        }
+      });
+    } catch {
+      return false;
+    }
+  });
 }
