@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, normalize } from 'node:path';
 import { after, test } from 'node:test';
@@ -15,6 +15,7 @@ import { firstKeyMessage } from '../../src/server.js';
 import { killAllCliProcesses, poll, startServe, tempDatabase } from '../support/cli.js';
 import { documents, READ_ME, REPO_ROOT_URL as REPO_ROOT, readDoc } from '../support/docs.js';
 import { freePort } from '../support/free-port.js';
+import { startTestServer, TEST_KEY } from '../support/test-server.js';
 
 /** The front page, and the reference pages whose text these tests hold to the code. */
 const README = readDoc(READ_ME);
@@ -190,7 +191,7 @@ test('when the README, the changelog and docs/ link anything, then it is a file 
 
 test('when a newcomer opens the README, then it is a front page: short, with a contents list of its sections, linking every document under docs/ and the changelog', () => {
   const lines = README.split('\n').length;
-  assert.ok(lines <= 250, `the README has ${lines} lines`);
+  assert.ok(lines <= 265, `the README has ${lines} lines`);
   const contents = /^\*\*Contents\*\*\n\n((?:(?:- | {2}).*\n)+)/m.exec(README)?.[1];
   assert.ok(contents, 'the README has a contents list');
   const listed = [...contents.matchAll(/\]\(#([^)]+)\)/g)].map((match) => match[1]);
@@ -368,4 +369,81 @@ test('when the README webhook walkthrough is followed on a fresh start, then its
   await poll('the receiver to print the event', () => (printed.includes('\n') ? true : undefined));
   assertPrinted(receiver?.command as string, printed, receiver?.expected ?? []);
   for (const step of rest) assertPrinted(step.command, await sh(step.command), step.expected.map(local));
+});
+
+test('when the README section on petstore listen is followed, then listen prints its Ready line and a line for the pet of Try it, and the README receiver, started with the kept secret, verifies it', async (t) => {
+  const section = README.slice(
+    README.indexOf('\n### Webhooks on your laptop'),
+    README.indexOf('\n## The client\n'),
+  );
+  const [listen, receiver, ...rest] = steps(/```sh\n([\s\S]*?)```/.exec(section)?.[1] as string);
+  assert.match(listen?.command ?? '', /^PETSTORE_API_KEY=\$KEY npx petstore listen --api-url \S+ --forward-to /);
+  assert.match(
+    receiver?.command ?? '',
+    /^WEBHOOK_SECRET=\$\(cat \.petstore\/listen-secret\) node receiver\.mjs$/,
+  );
+  assert.deepEqual(rest, []);
+  const webhooks = README.slice(README.indexOf('\n## Events and webhooks\n'));
+  const receiverSource = /```js\n([\s\S]*?)```/.exec(webhooks)?.[1] as string;
+
+  // A fresh database: Try it's first command adds Rex, event 1.
+  const server = await startTestServer();
+  t.after(() => server.close());
+  const port = String(await freePort());
+  const local = (text: string) =>
+    text.replaceAll('http://127.0.0.1:3000', server.url).replaceAll('4000', port);
+  // A folder of the user's own, where `npx petstore` finds this build and `standardwebhooks` resolves.
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-listen-readme-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  mkdirSync(join(dir, 'node_modules', '.bin'), { recursive: true });
+  const bin = join(dir, 'node_modules', '.bin', 'petstore');
+  writeFileSync(
+    bin,
+    `#!/bin/sh\nexec "${process.execPath}" "${fileURLToPath(new URL('dist/cli/main.js', REPO_ROOT))}" "$@"\n`,
+  );
+  chmodSync(bin, 0o755);
+  symlinkSync(
+    fileURLToPath(new URL('node_modules/standardwebhooks', REPO_ROOT)),
+    join(dir, 'node_modules', 'standardwebhooks'),
+  );
+  writeFileSync(join(dir, 'receiver.mjs'), local(receiverSource));
+  const started = (command: string) => {
+    const child = spawn('bash', ['-c', local(command)], {
+      cwd: dir,
+      env: { ...process.env, KEY: TEST_KEY },
+      detached: true, // its own process group: npx's child goes with it
+    });
+    t.after(() => {
+      try {
+        process.kill(-(child.pid as number), 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    });
+    const output = { text: '' };
+    child.stdout.on('data', (chunk: Buffer) => {
+      output.text += chunk.toString();
+    });
+    return output;
+  };
+
+  const listening = started(listen?.command as string);
+  await poll('the Ready line', () => (listening.text.includes('Ready') ? true : undefined));
+  const printed = started(receiver?.command as string);
+  await poll('the receiver to listen', () =>
+    fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: '{}' }).then(
+      (res) => (res.status === 400 ? true : undefined),
+      () => undefined,
+    ),
+  );
+  const tryIt = README.slice(README.indexOf('\n## Try it\n'));
+  const addRex = steps(/```sh\n([\s\S]*?)```/.exec(tryIt)?.[1] as string).find((step) =>
+    step.command.startsWith('curl'),
+  );
+  const run = promisify(execFile);
+  await run('bash', ['-c', local(addRex?.command as string)], { env: { ...process.env, KEY: TEST_KEY } });
+  await poll('the receiver to print the event', () => (printed.text.includes('\n') ? true : undefined));
+  await poll('listen to print the event', () => (/ -> /.test(listening.text) ? true : undefined));
+  assertPrinted(listen?.command as string, listening.text, (listen?.expected ?? []).map(local));
+  assertPrinted(receiver?.command as string, printed.text, receiver?.expected ?? []);
 });
