@@ -140,7 +140,11 @@ test('when petstore listen forwards to a receiver and the node restarts mid-way,
     assert.equal(request.body, one.text, 'the body of a real delivery');
   }
   assert.equal(elsewhere.received.length, 0, 'the redirect was not followed');
-  assert.match(listen.stderr, /reconnecting in 2 s, after event \d+/, 'the stream broke and was opened again');
+  assert.match(
+    listen.stderr,
+    /reconnecting in 2 s, after event \d+/,
+    'the stream broke and was opened again',
+  );
 
   await listen.waitFor('a line per event', () =>
     listen.stdout.split('\n').filter((line) => / -> /.test(line)).length === expected.length

@@ -377,7 +377,10 @@ test('when the README section on petstore listen is followed, then listen prints
     README.indexOf('\n## The client\n'),
   );
   const [listen, receiver, ...rest] = steps(/```sh\n([\s\S]*?)```/.exec(section)?.[1] as string);
-  assert.match(listen?.command ?? '', /^PETSTORE_API_KEY=\$KEY npx petstore listen --api-url \S+ --forward-to /);
+  assert.match(
+    listen?.command ?? '',
+    /^PETSTORE_API_KEY=\$KEY npx petstore listen --api-url \S+ --forward-to /,
+  );
   assert.match(
     receiver?.command ?? '',
     /^WEBHOOK_SECRET=\$\(cat \.petstore\/listen-secret\) node receiver\.mjs$/,
