@@ -56,7 +56,7 @@ export function listenSecret(dir: string): string {
  */
 export function listenCommand(io: CliIo): Command {
   return new Command('listen')
-    .description('forward the events that occur from now on to a local receiver, as signed webhooks')
+    .description('forward new events to a local receiver, signed')
     .requiredOption(
       '--forward-to <url>',
       'where each event is POSTed, e.g. http://127.0.0.1:4000/webhooks',
