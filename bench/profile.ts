@@ -276,7 +276,7 @@ async function routeHooks(databaseUrl: string): Promise<Record<string, RouteHook
   const config = loadConfig(definedOnly(serviceEnv(KEY, databaseUrl)));
   const storage = await openStorage(config);
   try {
-    const app = await buildApp({ config, storage, deliverWebhooks: false, logger: false });
+    const app = await buildApp({ config, storage, role: 'api', logger: false });
     try {
       return parseRouteHooks(app.printRoutes({ includeHooks: true, commonPrefix: false }));
     } finally {

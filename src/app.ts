@@ -20,6 +20,7 @@ import { conditionalRequests } from './http/conditional-requests.js';
 import { DRAIN_GRACE_MS, GuardedServer } from './http/connections.js';
 import { contentCodings } from './http/content-coding.js';
 import { corsPolicy } from './http/cors.js';
+import { DeliveryShare, deliveryShare } from './http/delivery-share.js';
 import { docs } from './http/docs.js';
 import { draining } from './http/draining.js';
 import { errorHandling, sendError, toApiError } from './http/errors.js';
@@ -61,8 +62,11 @@ export interface AppOptions {
   storage: Storage;
   /** The clock; tests set it to stand on either side of getPet's sunset, or of a key's expiry. */
   now?: () => Date;
-  /** Whether this process delivers webhooks (every node does; a tool that only builds the app does not). */
-  deliverWebhooks?: boolean;
+  /**
+   * What this process does (`petstore serve --role`): serve the API, deliver webhooks, or both (the
+   * default). A tool that only builds the app to look at it asks for `api`.
+   */
+  role?: Role;
   /** A pino logger configuration or instance; defaults to JSON lines on stdout at config.logLevel. */
   logger?: FastifyServerOptions['logger'] | FastifyServerOptions['loggerInstance'];
   /** Tracing, when it is on (server.ts starts it): spans of requests, storage calls and deliveries. */
@@ -77,12 +81,19 @@ const SHARED_SCHEMAS = [
   ...WEBHOOK_SCHEMAS,
 ] as unknown as SchemaObject[];
 
+/**
+ * `api` serves the API and delivers nothing; `deliver` delivers webhooks and answers only the probes and
+ * /metrics; `all` does both. Every mix of roles shares one database.
+ */
+export const ROLES = ['all', 'api', 'deliver'] as const;
+export type Role = (typeof ROLES)[number];
+
 /** Composes the service: plugins, error handling, then routes. Listening is server.ts's job. */
 export async function buildApp({
   config,
   storage,
   now = () => new Date(),
-  deliverWebhooks = true,
+  role = 'all',
   logger,
   tracing,
 }: AppOptions) {
@@ -124,9 +135,17 @@ export async function buildApp({
   await app.register(contentCodings);
   await app.register(draining);
   await app.register(routeFallbacks);
-  await app.register(openApi, { publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl });
-  await app.register(corsPolicy, { origins: config.corsOrigins });
-  if (config.docsEnabled) await app.register(docs);
+  // A delivery process answers the probes and /metrics alone: every other path is 404 there.
+  const servesApi = role !== 'deliver';
+  await app.register(openApi, {
+    publicBaseUrl: config.publicBaseUrl,
+    stagingBaseUrl: config.stagingBaseUrl,
+    serveDocument: servesApi,
+  });
+  if (servesApi) {
+    await app.register(corsPolicy, { origins: config.corsOrigins });
+    if (config.docsEnabled) await app.register(docs);
+  }
 
   const metrics = new ServiceMetrics(storage);
   metrics.watchConnections(app.server as GuardedServer);
@@ -167,37 +186,50 @@ export async function buildApp({
   deleteOldEvents(app, store, config.eventRetentionDays, now);
 
   await app.register(healthRoutes, { storage, now });
-  await app.register(
-    async (v1) => {
-      // Shed load before anything costs work, then know the caller, then count it (each plugin's
-      // dependencies say so too).
-      await v1.register(shedLoad, { overload: config.overload });
-      await v1.register(authentication, {
-        verifier,
-        // The service's clock, which tests set: how long an address waits is a matter of time.
-        failures: config.authFailures
-          ? new AuthFailureLimiter(config.authFailures, () => now().getTime())
-          : undefined,
-      });
-      // Right after knowing the caller, before anything is validated or counted: 403 without the scope.
-      await v1.register(scopes);
-      await v1.register(rateLimit, { buckets, policy: config.rateLimit, metrics });
-      // Last before the routes: a 304 is decided once every check above has passed.
-      await v1.register(conditionalRequests);
-      await v1.register(petRoutes, { catalog, links, now });
-      await v1.register(orderRoutes, { orders, links });
-      await v1.register(eventRoutes, { feed, links, streams });
-      await v1.register(webhookRoutes, { endpoints, links });
-    },
-    { prefix: '/v1' },
-  );
-  if (deliverWebhooks) deliverInBackground(app, config, store, metrics, now, tracing);
+  const deliverer =
+    role === 'api' ? undefined : deliverInBackground(app, config, store, metrics, now, tracing);
+  // Serving both, deliveries get their share of a saturated node (delivery-share.ts).
+  const share =
+    role === 'all' && deliverer
+      ? new DeliveryShare(config.webhooks.deliveryShare, () => deliverer.owed())
+      : undefined;
+  if (share) {
+    app.addHook('onReady', async () => share.start());
+    app.addHook('onClose', async () => share.stop());
+  }
+  if (servesApi) {
+    await app.register(
+      async (v1) => {
+        // Shed load before anything costs work, then know the caller, then count it (each plugin's
+        // dependencies say so too).
+        await v1.register(shedLoad, { overload: config.overload });
+        if (share) await v1.register(deliveryShare, { share });
+        await v1.register(authentication, {
+          verifier,
+          // The service's clock, which tests set: how long an address waits is a matter of time.
+          failures: config.authFailures
+            ? new AuthFailureLimiter(config.authFailures, () => now().getTime())
+            : undefined,
+        });
+        // Right after knowing the caller, before anything is validated or counted: 403 without the scope.
+        await v1.register(scopes);
+        await v1.register(rateLimit, { buckets, policy: config.rateLimit, metrics });
+        // Last before the routes: a 304 is decided once every check above has passed.
+        await v1.register(conditionalRequests);
+        await v1.register(petRoutes, { catalog, links, now });
+        await v1.register(orderRoutes, { orders, links });
+        await v1.register(eventRoutes, { feed, links, streams });
+        await v1.register(webhookRoutes, { endpoints, links });
+      },
+      { prefix: '/v1' },
+    );
+  }
   await app.ready();
   return app;
 }
 
 /**
- * Every node delivers webhooks, off the request path. On close it takes no new attempt and lets those
+ * A node in the `all` or `deliver` role delivers webhooks, off the request path. On close it takes no new attempt and lets those
  * under way finish within the drain's grace, giving back the leases of any still running.
  */
 function deliverInBackground(
@@ -207,8 +239,9 @@ function deliverInBackground(
   metrics: ServiceMetrics,
   now: () => Date,
   tracing: Tracing | undefined,
-): void {
-  const { timeoutMs, retrySchedule, disableAfterMs, concurrencyPerEndpoint, policy } = config.webhooks;
+): Deliverer {
+  const { timeoutMs, retrySchedule, disableAfterMs, concurrencyPerEndpoint, deliveryShare, policy } =
+    config.webhooks;
   const deliverer = new Deliverer({
     store: storage.webhooks,
     sender: new WebhookSender(policy, { timeoutMs, connectionsPerEndpoint: concurrencyPerEndpoint }),
@@ -216,6 +249,7 @@ function deliverInBackground(
     timeoutMs,
     disableAfterMs,
     concurrencyPerEndpoint,
+    share: deliveryShare,
     now,
     log: app.log,
     tracer: tracing?.deliveries,
@@ -225,10 +259,12 @@ function deliverInBackground(
         metrics.webhookAttemptDuration.observe(seconds);
       },
       disabled: (reason) => metrics.webhookEndpointsDisabled.inc({ reason }),
+      delivered: (lagSeconds) => metrics.webhookDeliveryLag.observe(lagSeconds),
     },
   });
   app.addHook('onReady', async () => deliverer.start());
   app.addHook('onClose', () => deliverer.stop(DRAIN_GRACE_MS));
+  return deliverer;
 }
 
 /** Events older than EVENT_RETENTION_DAYS go, a bounded batch per transaction so no delete holds a lock for long. */

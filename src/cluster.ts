@@ -1,6 +1,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { createServer } from 'node:net';
 import type { Logger } from 'pino';
+import type { Role } from './app.js';
 import { ClusterMetrics } from './cluster-metrics.js';
 import type { Config } from './config/config.js';
 import { METRICS_REQUEST, METRICS_RESPONSE } from './http/metrics.js';
@@ -36,7 +37,7 @@ const MAX_BACKOFF_MS = 10_000;
  * It answers for every worker's metrics (cluster-metrics.ts), on METRICS_PORT itself when that is set.
  * Its log lines are JSON like the workers', on the same stdout.
  */
-export async function runCluster(config: Config, workers: number): Promise<void> {
+export async function runCluster(config: Config, workers: number, role: Role = 'all'): Promise<void> {
   if (config.databaseUrl === 'sqlite::memory:') {
     throw new Error(
       '--workers needs a database the workers share; sqlite::memory: is private to each process',
@@ -52,7 +53,7 @@ export async function runCluster(config: Config, workers: number): Promise<void>
   try {
     log = await createLogger(config);
     log.info(
-      { version: VERSION, node: NODE_VERSION, workers },
+      { version: VERSION, node: NODE_VERSION, workers, role },
       `petstore ${VERSION} on Node.js ${NODE_VERSION}`,
     );
     // In the JSON log like every line of serve (each worker logs it too): never plain text among them.
@@ -79,7 +80,8 @@ export async function runCluster(config: Config, workers: number): Promise<void>
       log.info(`metrics listening at ${serverUrl(host, listener.port)}/metrics`);
     }
     url = await new Supervisor(config, workers, log, metrics).start();
-    await announceFirstKey(storage.apiKeys, config, url);
+    // The API's processes hand out the first key; delivery processes have no API to use it on.
+    if (role !== 'deliver') await announceFirstKey(storage.apiKeys, config, url);
   } finally {
     await storage.close();
   }

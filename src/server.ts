@@ -1,6 +1,6 @@
 import cluster from 'node:cluster';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from './app.js';
+import { buildApp, type Role } from './app.js';
 import type { Config } from './config/config.js';
 import { ensureFirstApiKey } from './domain/api-keys.js';
 import type { ApiKeyStore } from './domain/storage.js';
@@ -27,12 +27,14 @@ export interface StartOptions {
    * no: its primary does it once, rather than every worker racing to create one.
    */
   createFirstKey?: boolean;
+  /** `petstore serve --role`: the API, the deliveries, or both (the default). */
+  role?: Role;
 }
 
 /** The one entry point that listens: opens storage, builds the app, listens. */
 export async function startServer(
   config: Config,
-  { createFirstKey = true }: StartOptions = {},
+  { createFirstKey = true, role = 'all' }: StartOptions = {},
 ): Promise<RunningServer> {
   // Only when an OTLP endpoint is configured is the OpenTelemetry SDK loaded at all.
   const tracing: Tracing | undefined = tracingWanted()
@@ -60,9 +62,12 @@ export async function startServer(
     return closing;
   };
   try {
-    app = await buildApp({ config, storage, tracing });
-    // The first line of every start: which build runs, on which Node.js.
-    app.log.info({ version: VERSION, node: NODE_VERSION }, `petstore ${VERSION} on Node.js ${NODE_VERSION}`);
+    app = await buildApp({ config, storage, tracing, role });
+    // The first line of every start: which build runs, on which Node.js, in which role.
+    app.log.info(
+      { version: VERSION, node: NODE_VERSION, role },
+      `petstore ${VERSION} on Node.js ${NODE_VERSION} (role: ${role})`,
+    );
     // A relative sqlite: path depends on the working directory: say which database this start opened.
     app.log.info(`database: ${databaseLocation(config.databaseUrl)}`);
     // Under --workers the primary serves METRICS_PORT, for every worker (cluster.ts).

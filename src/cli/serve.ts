@@ -1,6 +1,7 @@
 import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import type { Role } from '../app.js';
 import type { CliIo } from './io.js';
 
 /** `--workers`: a positive count, or `auto` for one per core. */
@@ -38,19 +39,29 @@ export function serveCommand(io: CliIo): Command {
       parseWorkers,
       1,
     )
-    .action(async ({ workers }: { workers: number }) => {
+    .addOption(
+      // The list is written out here: importing app.ts for it would load Fastify for every command.
+      new Option(
+        '--role <role>',
+        'what the process does: "api" serves the API and delivers no webhook; "deliver" delivers webhooks and answers only /healthz, /readyz and /metrics; "all" does both',
+      )
+        .choices(['all', 'api', 'deliver'])
+        .default('all'),
+    )
+    .action(async ({ workers, role }: { workers: number; role: Role }) => {
       // Loaded here, not at the top: the other commands and --help then start without Fastify and
       // the storage drivers, in about half the time.
       const { loadConfig } = await import('../config/config.js');
       const config = loadConfig(io.env);
       const { runCluster, STOP_ACCEPTING, STOPPED_ACCEPTING } = await import('../cluster.js');
       const { startServer } = await import('../server.js');
-      if (workers > 1 && cluster.isPrimary) return runCluster(config, workers);
+      if (workers > 1 && cluster.isPrimary) return runCluster(config, workers, role);
       // Handlers first, so that no moment exists when the process serves but a SIGTERM (from an
       // orchestrator or a cluster primary) or SIGINT (a terminal) would kill it undrained. A signal
       // during start-up takes effect once the start has completed or failed.
-      // A worker leaves the first key to its primary, which creates it once all workers listen.
-      const starting = startServer(config, { createFirstKey: cluster.isPrimary });
+      // A worker leaves the first key to its primary, which creates it once all workers listen; a
+      // delivery process leaves it to the API's.
+      const starting = startServer(config, { createFirstKey: cluster.isPrimary && role !== 'deliver', role });
       for (const signal of ['SIGTERM', 'SIGINT'] as const) {
         process.once(signal, () => {
           starting.then(

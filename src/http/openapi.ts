@@ -10,6 +10,8 @@ import { response } from './schemas/responses.js';
 export interface OpenApiOptions {
   publicBaseUrl: string | undefined;
   stagingBaseUrl: string | undefined;
+  /** Whether /v1/openapi.json is served (not by a delivery process); true when absent. */
+  serveDocument?: boolean;
 }
 
 /**
@@ -113,6 +115,8 @@ export const openApi = fp(
       transform: ({ schema, url }) => ({ schema: schema && liftResponseExamples(schema), url }),
     });
 
+    // A delivery process (--role deliver) serves no API, so no document of one.
+    if (options.serveDocument === false) return;
     // Built on its first request, when every route is known; it cannot change after that.
     let document: FixedAnswer | undefined;
     app.get(
