@@ -32,6 +32,12 @@ import { CursorCodec } from '../src/domain/paging.js';
 import { openStorage } from '../src/storage/open-storage.js';
 import { adminQuery, createDatabase, type ThrowawayDatabase } from '../support/postgres-admin.js';
 import { startServe } from '../support/service-process.js';
+import {
+  type DeliveryLagResult,
+  type Layout,
+  measureDeliveryLag,
+  renderDeliveryLag,
+} from './delivery-lag.js';
 import { ensureWrk, runLoad } from './load.js';
 import {
   serviceEnv as baseServiceEnv,
@@ -79,7 +85,11 @@ const { values: args, positionals } = parseArgs({
     neighbour: { type: 'boolean', default: false },
     /** The targets of a scenario take turns this many times, each measured --seconds a turn. */
     rounds: { type: 'string', default: '1' },
-    scenarios: { type: 'string', default: SCENARIOS.join(',') },
+    scenarios: { type: 'string', default: [...SCENARIOS, 'delivery-lag'].join(',') },
+    /** delivery-lag's layouts of processes: `all` (one --role all), `split` (--role api + --role deliver). */
+    layouts: { type: 'string', default: 'all,split' },
+    /** The CLI delivery-lag starts: another build's dist/cli/main.js, measured the same way. */
+    cli: { type: 'string' },
     'log-level': { type: 'string' },
     env: { type: 'string', multiple: true, default: [] },
     /** Load with a stored key (keys create) rather than a configured one (PETSTORE_API_KEYS). */
@@ -532,6 +542,11 @@ const HEADLINE = {
   end: '<!-- bench:headline:end -->',
 };
 
+const DELIVERY_LAG = {
+  start: '<!-- bench:delivery-lag:start (written by npm run bench -- --scenarios delivery-lag) -->',
+  end: '<!-- bench:delivery-lag:end -->',
+};
+
 if (args.render) {
   const run = JSON.parse(readFileSync(args.render as string, 'utf8')) as Run;
   const report = renderReport(run);
@@ -550,5 +565,57 @@ if (args.render) {
   process.stdout.write(report);
   writeTable(report, HEADLINE);
 } else {
-  await main();
+  if (scenarios.length > 0) await main();
+  if ((args.scenarios as string).split(',').includes('delivery-lag')) await deliveryLag();
+}
+
+/** The delivery-lag scenario (bench/delivery-lag.ts), for each backend and layout, on a fresh database each. */
+async function deliveryLag(): Promise<void> {
+  ensureWrk(log);
+  if (!args.cli) {
+    log('building (tsc)');
+    runToEnd(
+      process.execPath,
+      [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
+      process.env,
+    );
+  }
+  const backends = (['sqlite', 'postgres'] as const).filter((b) => wanted.includes(b));
+  if (backends.includes('postgres') && !(await postgresReachable()))
+    backends.splice(backends.indexOf('postgres'), 1);
+  const results: DeliveryLagResult[] = [];
+  for (const backend of backends) {
+    for (const layout of (args.layouts as string).split(',') as Layout[]) {
+      const database = await newDatabase(backend);
+      try {
+        results.push(
+          await measureDeliveryLag({
+            backend,
+            layout,
+            databaseUrl: database.url,
+            env: serviceEnv(database.url),
+            key: KEY,
+            seconds,
+            connections,
+            pin,
+            generatorCpu: GENERATOR_CPU,
+            ...(args.cli ? { cli: args.cli as string } : {}),
+            log,
+          }),
+        );
+      } finally {
+        await database.drop();
+      }
+    }
+  }
+  const given = process.argv.slice(2);
+  const command = `npm run bench${given.length > 0 ? ` -- ${given.join(' ')}` : ''}`;
+  mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+  const date = new Date().toISOString();
+  const file = join(ROOT, `bench/results/delivery-lag-${date.replaceAll(':', '-')}.json`);
+  writeFileSync(file, `${JSON.stringify({ date, command, node: process.version, results }, null, 2)}\n`);
+  const report = `Run ${date} on Node.js ${process.version}: \`${command}\`\n\n${renderDeliveryLag(results)}\n`;
+  process.stdout.write(report);
+  writeTable(report, DELIVERY_LAG);
+  log(`results: ${file}, docs/benchmarks.md (delivery lag)`);
 }

@@ -254,6 +254,13 @@ const EnvSchema = Type.Object({
     description:
       'An endpoint whose deliveries have all failed for this long, with no success between, is disabled (disabledReason "failing").',
   }),
+  WEBHOOK_DELIVERY_SHARE: Type.Number({
+    minimum: 0.01,
+    maximum: 0.9,
+    default: 0.2,
+    description:
+      'The share of a busy node that webhook deliveries get whenever some are due (serve --role all): requests saturating the node wait that share of the time; fanning events out to endpoints never takes more.',
+  }),
   WEBHOOK_CONCURRENCY_PER_ENDPOINT: Type.Integer({
     minimum: 1,
     maximum: 64,
@@ -315,6 +322,8 @@ export interface Config {
     retrySchedule: number[];
     disableAfterMs: number;
     concurrencyPerEndpoint: number;
+    /** The share of a busy node deliveries get while some are due (WEBHOOK_DELIVERY_SHARE). */
+    deliveryShare: number;
     /** Endpoints that may exist at once (WEBHOOK_MAX_ENDPOINTS). */
     maxEndpoints: number;
     /** Where deliveries may connect: public addresses, and WEBHOOK_ALLOWED_NETWORKS. */
@@ -402,6 +411,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       retrySchedule: parseRetrySchedule(parsed.WEBHOOK_RETRY_SCHEDULE),
       disableAfterMs: parseDurationMs(parsed.WEBHOOK_DISABLE_AFTER),
       concurrencyPerEndpoint: parsed.WEBHOOK_CONCURRENCY_PER_ENDPOINT,
+      deliveryShare: parsed.WEBHOOK_DELIVERY_SHARE,
       maxEndpoints: parsed.WEBHOOK_MAX_ENDPOINTS,
       policy: new NetworkPolicy(allowedNetworks(parsed.WEBHOOK_ALLOWED_NETWORKS)),
     },

@@ -67,6 +67,8 @@ export interface ClaimedDelivery {
   /** The event's type, and what caused it (event-cause.ts): for the delivery's trace span. */
   eventType: EventType;
   cause: string | undefined;
+  /** When the event occurred: the lag from it to a 2xx is measured (petstore_webhook_delivery_lag_seconds). */
+  occurredAt: Date;
   /** The lease: until then no other node attempts it; the result is recorded only under it. */
   leaseUntil: Date;
 }
@@ -104,6 +106,44 @@ export interface PendingDeliveries {
   oldestAt: Date | undefined;
 }
 
+/**
+ * How long the outcome of an attempt waits for others to share its transaction. A process attempts at
+ * most WEBHOOK_CONCURRENCY_PER_ENDPOINT at once to an endpoint, so outcomes arrive a few at a time, and
+ * a transaction for each few was a third of a delivery's cost (SQLite). The attempt's slot is free
+ * meanwhile; its lease is kept until the outcome is written.
+ */
+export const RECORD_LINGER_MS = 5;
+
+/** What one claim may lease. */
+export interface ClaimLimits {
+  /** Deliveries leased by this claim at most, across endpoints. */
+  limit: number;
+  /** Attempts to one endpoint at once, every process together (WEBHOOK_CONCURRENCY_PER_ENDPOINT). */
+  perEndpoint: number;
+  /** The claiming process: a lease records it. */
+  owner: string;
+  /** How many of an endpoint's deliveries the owner may hold at once while it alone holds any. */
+  depthOf(endpointId: bigint): number;
+}
+
+/**
+ * How many more of an endpoint's deliveries a claim may lease, given the live leases on it (`leased`),
+ * `others` of them another process's. A process attempts at most `perEndpoint` at once and queues the
+ * rest of what it holds. While another process holds some, every process's leases together stay within
+ * `perEndpoint`, so their attempts do too; only an endpoint no one else holds is leased deeper, and then
+ * the others lease none of it until the holder's queue is down to less than `perEndpoint`. Deeper
+ * leases let a process go on attempting while it claims the next batch, instead of a claim per attempt.
+ */
+export function claimable(
+  endpointId: bigint,
+  leased: number,
+  others: number,
+  { perEndpoint, depthOf }: ClaimLimits,
+): number {
+  const bound = others > 0 ? perEndpoint : Math.max(perEndpoint, depthOf(endpointId));
+  return Math.max(0, bound - leased);
+}
+
 /** Webhook endpoints and their deliveries, as the database holds them. */
 export interface WebhookStore {
   /**
@@ -123,10 +163,10 @@ export interface WebhookStore {
   /** The delivery becomes pending, due at `at`; undefined when there is none. */
   retryDelivery(endpointId: bigint, eventId: bigint, at: Date): Promise<WebhookDelivery | undefined>;
   /**
-   * Leases at most `limit` due deliveries of enabled endpoints, at most `perEndpoint` leased at once to
-   * any endpoint (across every node), until `leaseUntil`. No two callers on any nodes get one delivery.
+   * Leases due deliveries of enabled endpoints until `leaseUntil`, within `limits` (see claimable). No
+   * two callers on any nodes get one delivery.
    */
-  claimDue(now: Date, leaseUntil: Date, limit: number, perEndpoint: number): Promise<ClaimedDelivery[]>;
+  claimDue(now: Date, leaseUntil: Date, limits: ClaimLimits): Promise<ClaimedDelivery[]>;
   /**
    * Records an attempt made under its lease. A failure disables the endpoint when it answered 410, or
    * when it has failed since `failingSince` or earlier with no success between.

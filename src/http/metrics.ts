@@ -52,6 +52,12 @@ export class ServiceMetrics {
     buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [this.registry],
   });
+  readonly webhookDeliveryLag = new Histogram({
+    name: 'petstore_webhook_delivery_lag_seconds',
+    help: 'Time from an event occurring to the 2xx of its webhook delivery, retries included.',
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600],
+    registers: [this.registry],
+  });
   readonly webhookEndpointsDisabled = new Counter({
     name: 'petstore_webhook_endpoints_disabled_total',
     help: 'Webhook endpoints disabled, by reason: failing (every delivery failed for WEBHOOK_DISABLE_AFTER) or gone (410).',

@@ -44,13 +44,21 @@ export class CreateBatcher<T, R> {
   #busy = false;
   #idle: (() => void)[] = [];
 
+  /** How long a batch waits for more once its first item arrived (0: until the event-loop turn ends). */
+  readonly #lingerMs: number;
+
   constructor(
     commit: CommitBatch<T, R>,
-    { name = 'writes', maxBatchSize = MAX_BATCH_SIZE }: { name?: string; maxBatchSize?: number } = {},
+    {
+      name = 'writes',
+      maxBatchSize = MAX_BATCH_SIZE,
+      lingerMs = 0,
+    }: { name?: string; maxBatchSize?: number; lingerMs?: number } = {},
   ) {
     this.#commit = commit;
     this.#maxBatchSize = maxBatchSize;
     this.#name = name;
+    this.#lingerMs = lingerMs;
   }
 
   /** Resolves to the committed result for `item` once the transaction holding it has committed. */
@@ -61,7 +69,8 @@ export class CreateBatcher<T, R> {
         this.#busy = true;
         // setImmediate, not a microtask: every request whose bytes arrived in this event-loop turn is
         // parsed and queued before the first commit, so they share its fsync.
-        setImmediate(() => void this.#flush());
+        if (this.#lingerMs > 0) setTimeout(() => void this.#flush(), this.#lingerMs);
+        else setImmediate(() => void this.#flush());
       }
     });
   }

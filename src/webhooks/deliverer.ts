@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { StorageUnavailableError } from '../domain/errors.js';
 import { nextAttemptAt } from '../domain/retry-schedule.js';
@@ -13,6 +14,8 @@ export interface DelivererLog {
 export interface DelivererMetrics {
   attempted(outcome: 'succeeded' | 'retrying' | 'failed', seconds: number): void;
   disabled(reason: string): void;
+  /** A 2xx arrived this long after its event occurred. */
+  delivered(lagSeconds: number): void;
 }
 
 /** Runs one attempt inside a trace span; `send` gets the headers that carry it (traceparent). */
@@ -31,6 +34,8 @@ export interface DelivererOptions {
   timeoutMs: number;
   disableAfterMs: number;
   concurrencyPerEndpoint: number;
+  /** WEBHOOK_DELIVERY_SHARE: the most of the time fanning out may take. */
+  share: number;
   now: () => Date;
   log: DelivererLog;
   metrics?: DelivererMetrics | undefined;
@@ -39,39 +44,39 @@ export interface DelivererOptions {
   random?: () => number;
 }
 
-/** Attempts this node makes at once, across endpoints. */
+/** Attempts this process makes at once, across endpoints. */
 const MAX_IN_FLIGHT = 64;
+/** Deliveries it holds leases on at once: those under way and those queued behind them. */
+const MAX_HELD = 512;
+/** The most of one endpoint's deliveries it leases at once (while no other process holds any of them). */
+const MAX_DEPTH = 128;
 /**
- * Fanning out: events given their deliveries per transaction, and the most of the time it may take
- * (after a fan-out that took t, the next waits t / share - t). With a hundred endpoints an event is a
- * hundred rows: back to back, fanning out took most of what a node (SQLite) or the database
- * (PostgreSQL, where the node itself looks idle) could do, and creates fell to 0.46 of their rate
- * without endpoints. While requests keep the node busy, smaller batches and a smaller share: the
- * deliveries wait (the oldest pending age shows it) rather than the requests. At WEBHOOK_MAX_ENDPOINTS'
- * default, a batch of 100 events is at most 10,000 rows, a few milliseconds of SQLite's one writer.
+ * Fanning out: events given their deliveries per transaction. With a hundred endpoints an event is a
+ * hundred rows; a batch of 100 events is at most 10,000 rows, a few milliseconds of SQLite's one
+ * writer. After a fan-out that took t, the next waits t / share - t, so fanning out back to back cannot
+ * take more than the delivery tier's share of the node (with 100 endpoints and no bound, creates fell
+ * to 0.46 of their rate).
  */
-const FAN_OUT = { batch: 100, share: 0.2 };
-const BUSY_FAN_OUT = { batch: 10, share: 0.05 };
+const FAN_OUT_BATCH = 100;
 /**
  * Rounds (a fan-out, a claim) start at most this often: a node taking creates is woken by each, and a
- * round per create doubled the database work of a create (a claim is a write transaction).
+ * round per create doubled the database work of a create (a claim is a write transaction). Deliveries
+ * do not wait on rounds: each process holds a queue per endpoint (claimed ahead, MAX_DEPTH) and starts
+ * the next attempt as one ends.
  */
 const MIN_ROUND_MS = 10;
 /**
- * Requests come first. While the event loop is busier than this (requests keep it saturated), delivery
- * yields: a few attempts at once, and a pause between claims. Deliveries then wait (the pending gauge
- * and the oldest pending age show it) and catch up once the load eases; none is lost.
- */
-const BUSY_UTILIZATION = 0.9;
-const BUSY_IN_FLIGHT = 8;
-const BUSY_PAUSE_MS = 50;
-/** How often the event loop's utilisation is sampled. */
-const UTILIZATION_SAMPLE_MS = 250;
-/**
  * Beyond the attempt's own bound, so a lease outlives any attempt made under it: as long again as the
  * timeout, up to 5 s (a 10 s timeout: 15 s leases). A node that dies leaves its deliveries that long.
+ * A queued delivery is attempted only while its lease still covers a whole attempt; one that waited
+ * longer is given back. So deliveries are leased ahead only as deep as the endpoint answers within the
+ * margin: depth = perEndpoint × margin / the endpoint's recent attempt time.
  */
 const LEASE_MARGIN_MS = 5_000;
+/** Endpoints whose pace is remembered while they have nothing queued. */
+const MAX_REMEMBERED = 256;
+/** How much each attempt's duration weighs in an endpoint's recent attempt time (an EWMA). */
+const LATENCY_WEIGHT = 0.2;
 /**
  * The longest sleep without looking at the database: wake-ups cover this node's events and, on
  * PostgreSQL, every node's; this covers what none can tell (another process on a SQLite file enabling
@@ -81,16 +86,30 @@ const MAX_IDLE_MS = 5_000;
 /** After the database failed to answer: how long before asking again. */
 const STORAGE_PAUSE_MS = 1_000;
 
+/** One endpoint's deliveries held by this process: queued, and under way. */
+interface EndpointQueue {
+  queued: ClaimedDelivery[];
+  active: number;
+  /** Recent attempt time, in ms (EWMA); undefined before the first. */
+  latencyMs: number | undefined;
+}
+
 /**
- * Delivers webhooks from this node. Every node runs one: deliveries are leased in the database, so no
- * two nodes attempt one at once, and a node that dies mid-attempt leaves a lease that runs out and
- * another node (or this one, restarted) attempts it again. Between attempts it sleeps until the next
- * delivery is due, or until woken by new deliveries: no polling loop.
+ * Delivers webhooks from this process. Deliveries are leased in the database, so no two processes
+ * attempt one at once, and a process that dies mid-attempt leaves a lease that runs out and another
+ * (or this one, restarted) attempts it again. Each round fans out the events committed since the last
+ * and claims what is due, ahead of time, into a queue per endpoint; attempts start from the queues
+ * as others end, up to WEBHOOK_CONCURRENCY_PER_ENDPOINT per endpoint. Between rounds it sleeps until
+ * the next delivery is due, or until woken by new events or a queue running low: no polling loop.
  */
 export class Deliverer {
   readonly #o: Required<Omit<DelivererOptions, 'metrics' | 'tracer'>> &
     Pick<DelivererOptions, 'metrics' | 'tracer'>;
+  /** Who this process is in the leases it takes. */
+  readonly #owner = randomUUID();
   readonly #inFlight = new Map<ClaimedDelivery, Promise<void>>();
+  readonly #endpoints = new Map<bigint, EndpointQueue>();
+  #held = 0;
   #stopping = false;
   #woken = false;
   #wake: (() => void) | undefined;
@@ -99,6 +118,8 @@ export class Deliverer {
   /** When the next fan-out may start (performance.now()), and whether events may be left to fan out. */
   #fanOutAt = 0;
   #fanOutLeft = true;
+  /** Whether the last claim found more due than it could take. */
+  #moreDue = false;
 
   constructor(options: DelivererOptions) {
     this.#o = { random: Math.random, ...options };
@@ -115,21 +136,27 @@ export class Deliverer {
     this.#wake?.();
   }
 
+  /** Whether deliveries wait on this process: held, known to be due, or events not fanned out yet. */
+  owed(): boolean {
+    return this.#held > 0 || this.#moreDue || this.#fanOutLeft;
+  }
+
   /**
    * Takes no new attempt; waits up to `graceMs` for those under way, then gives back the leases of any
-   * still running, so another node attempts them at once rather than after the lease.
+   * still running and of those queued, so another node attempts them at once rather than after the lease.
    */
   async stop(graceMs: number): Promise<void> {
     this.#stopping = true;
     this.#unwatch?.();
     this.wake();
     await this.#loop;
+    const queued = [...this.#endpoints.values()].flatMap((endpoint) => endpoint.queued.splice(0));
     const running = [...this.#inFlight.values()];
     if (running.length > 0) {
       const timer = sleep(graceMs, undefined, { ref: false });
       await Promise.race([Promise.all(running), timer]);
     }
-    const left = [...this.#inFlight.keys()];
+    const left = [...queued, ...this.#inFlight.keys()];
     if (left.length > 0) await this.#o.store.releaseLeases(left).catch(() => undefined);
     // Cut what still runs: those attempts fail, and find their lease given back, so record nothing.
     await this.#o.sender.destroy().catch(() => undefined);
@@ -137,73 +164,135 @@ export class Deliverer {
   }
 
   async #run(): Promise<void> {
-    const busy = busyGauge();
-    try {
-      let roundStarted = Number.NEGATIVE_INFINITY;
-      while (!this.#stopping) {
-        const since = performance.now() - roundStarted;
-        if (since < MIN_ROUND_MS) await sleep(MIN_ROUND_MS - since);
-        roundStarted = performance.now();
-        // Woken: new events may wait to be fanned out.
-        if (this.#woken) this.#fanOutLeft = true;
-        this.#woken = false;
-        let waitMs: number;
-        try {
-          waitMs = busy.now()
-            ? await this.#claimAndStart(BUSY_IN_FLIGHT, BUSY_FAN_OUT)
-            : await this.#claimAndStart(MAX_IN_FLIGHT, FAN_OUT);
-        } catch (error) {
-          this.#logFailure(error, {}, 'claiming webhook deliveries failed');
-          waitMs = STORAGE_PAUSE_MS;
-        }
-        // Busy: a pause no wake-up cuts short, so new events do not make a claim each.
-        if (busy.now() && !this.#stopping) await sleep(BUSY_PAUSE_MS);
-        if (waitMs > 0 && !this.#woken && !this.#stopping) await this.#sleep(waitMs);
+    let roundStarted = Number.NEGATIVE_INFINITY;
+    while (!this.#stopping) {
+      const since = performance.now() - roundStarted;
+      if (since < MIN_ROUND_MS) await sleep(MIN_ROUND_MS - since);
+      roundStarted = performance.now();
+      // Woken: new events may wait to be fanned out.
+      if (this.#woken) this.#fanOutLeft = true;
+      this.#woken = false;
+      let waitMs: number;
+      try {
+        waitMs = await this.#round();
+      } catch (error) {
+        this.#logFailure(error, {}, 'claiming webhook deliveries failed');
+        waitMs = STORAGE_PAUSE_MS;
       }
-    } finally {
-      busy.stop();
+      if (waitMs > 0 && !this.#woken && !this.#stopping) await this.#sleep(waitMs);
     }
   }
 
-  /** Starts the attempts that are due; resolves to how long to sleep before looking again. */
-  async #claimAndStart(maxInFlight: number, fanOut: typeof FAN_OUT): Promise<number> {
-    await this.#fanOut(fanOut);
+  /** Fans out, claims what is due into the queues; resolves to how long to sleep before looking again. */
+  async #round(): Promise<number> {
+    await this.#fanOut();
     // Events left to fan out: look again when the next fan-out may start.
     const fanOutWait = this.#fanOutLeft
       ? Math.max(1, Math.ceil(this.#fanOutAt - performance.now()))
       : MAX_IDLE_MS;
-    const free = maxInFlight - this.#inFlight.size;
-    // Every slot taken: an attempt ending wakes us.
+    const free = MAX_HELD - this.#held;
+    // Holding all it may: an attempt ending wakes us.
     if (free <= 0) return fanOutWait;
     const now = this.#o.now();
-    const leaseUntil = new Date(
-      now.getTime() + this.#o.timeoutMs + Math.min(this.#o.timeoutMs, LEASE_MARGIN_MS),
-    );
-    const claimed = await this.#o.store.claimDue(now, leaseUntil, free, this.#o.concurrencyPerEndpoint);
-    for (const delivery of claimed) {
-      const attempt = this.#attempt(delivery).finally(() => {
-        this.#inFlight.delete(delivery);
-        this.wake(); // a slot is free, and its endpoint may have more due
-      });
-      this.#inFlight.set(delivery, attempt);
-    }
-    if (claimed.length === free) return 0; // more may be due
+    const leaseUntil = new Date(now.getTime() + this.#o.timeoutMs + this.#leaseMargin());
+    const claimed = await this.#o.store.claimDue(now, leaseUntil, {
+      limit: free,
+      perEndpoint: this.#o.concurrencyPerEndpoint,
+      owner: this.#owner,
+      depthOf: (endpointId) => this.#depthOf(endpointId),
+    });
+    for (const delivery of claimed) this.#queueOf(delivery.endpointId).queued.push(delivery);
+    this.#held += claimed.length;
+    this.#startQueued();
+    this.#moreDue = claimed.length === free;
+    if (this.#moreDue) return 0;
     const due = await this.#o.store.nextDueAt();
     if (!due) return fanOutWait;
     // Compared with the instant the claim was made at: due by then yet not claimed means its endpoint
-    // is at its bound (or this node is), and an attempt ending wakes us.
+    // is at its bound (here or on another node), and an attempt ending wakes us.
     const wait = due.getTime() - now.getTime();
     return Math.min(wait <= 0 ? MAX_IDLE_MS : Math.min(wait, MAX_IDLE_MS), fanOutWait);
   }
 
+  #leaseMargin(): number {
+    return Math.min(this.#o.timeoutMs, LEASE_MARGIN_MS);
+  }
+
+  /** How deep to lease an endpoint ahead: as many as it answers within the lease's margin, given its pace. */
+  #depthOf(endpointId: bigint): number {
+    const perEndpoint = this.#o.concurrencyPerEndpoint;
+    const latency = this.#endpoints.get(endpointId)?.latencyMs;
+    if (latency === undefined) return perEndpoint;
+    const depth = Math.floor((perEndpoint * this.#leaseMargin()) / Math.max(1, latency));
+    return Math.max(perEndpoint, Math.min(MAX_DEPTH, depth));
+  }
+
+  #queueOf(endpointId: bigint): EndpointQueue {
+    let endpoint = this.#endpoints.get(endpointId);
+    if (!endpoint) {
+      endpoint = { queued: [], active: 0, latencyMs: undefined };
+      this.#endpoints.set(endpointId, endpoint);
+    }
+    return endpoint;
+  }
+
+  /**
+   * Starts queued attempts, endpoint by endpoint, within each one's bound and this process's. A queued
+   * delivery whose lease no longer covers a whole attempt is given back instead: another process may
+   * take it once the lease ends, and this one must not attempt it then.
+   */
+  #startQueued(): void {
+    const expired: ClaimedDelivery[] = [];
+    const latest = this.#o.now().getTime() + this.#o.timeoutMs;
+    for (const [endpointId, endpoint] of this.#endpoints) {
+      while (
+        endpoint.queued.length > 0 &&
+        endpoint.active < this.#o.concurrencyPerEndpoint &&
+        this.#inFlight.size < MAX_IN_FLIGHT &&
+        !this.#stopping
+      ) {
+        const delivery = endpoint.queued.shift() as ClaimedDelivery;
+        if (delivery.leaseUntil.getTime() <= latest) {
+          expired.push(delivery);
+          this.#held -= 1;
+          continue;
+        }
+        endpoint.active += 1;
+        let answered = false;
+        // The slot is free once the answer is in, while its outcome waits to be written with others'.
+        const free = () => {
+          if (answered) return;
+          answered = true;
+          endpoint.active -= 1;
+          this.#startQueued();
+          // Running low: claim the next batch while these are attempted.
+          if (endpoint.queued.length < this.#o.concurrencyPerEndpoint) this.wake();
+        };
+        const attempt = this.#attempt(delivery, endpoint, free).finally(() => {
+          this.#held -= 1;
+          this.#inFlight.delete(delivery);
+          free();
+        });
+        this.#inFlight.set(delivery, attempt);
+      }
+      // An idle endpoint's pace is kept for its next claim; past a few hundred, idle ones are forgotten.
+      if (endpoint.queued.length === 0 && endpoint.active === 0 && this.#endpoints.size > MAX_REMEMBERED)
+        this.#endpoints.delete(endpointId);
+    }
+    if (expired.length > 0)
+      this.#o.store.releaseLeases(expired).catch((error: unknown) => {
+        this.#logFailure(error, {}, 'giving back webhook delivery leases failed');
+      });
+  }
+
   /** The events committed since the last look get their deliveries, a batch at a time, within a share of the time. */
-  async #fanOut({ batch, share }: typeof FAN_OUT): Promise<void> {
+  async #fanOut(): Promise<void> {
     const started = performance.now();
     if (!this.#fanOutLeft || started < this.#fanOutAt) return;
-    const events = await this.#o.store.fanOut(batch);
+    const events = await this.#o.store.fanOut(FAN_OUT_BATCH);
     const took = performance.now() - started;
-    this.#fanOutLeft = events === batch;
-    this.#fanOutAt = started + took / share;
+    this.#fanOutLeft = events === FAN_OUT_BATCH;
+    this.#fanOutAt = started + took / this.#o.share;
   }
 
   #sleep(ms: number): Promise<void> {
@@ -226,7 +315,7 @@ export class Deliverer {
     this.#o.log.warn({ err: error, ...context }, message);
   }
 
-  async #attempt(delivery: ClaimedDelivery): Promise<void> {
+  async #attempt(delivery: ClaimedDelivery, endpoint: EndpointQueue, answered: () => void): Promise<void> {
     const { store, sender, schedule, now, log, metrics } = this.#o;
     const id = String(delivery.eventId);
     const timestamp = Math.floor(now().getTime() / 1000);
@@ -243,6 +332,10 @@ export class Deliverer {
         )
       : sender.send(delivery.endpointId, delivery.url, headers, delivery.body));
     const seconds = (performance.now() - started) / 1000;
+    endpoint.latencyMs =
+      endpoint.latencyMs === undefined
+        ? seconds * 1000
+        : endpoint.latencyMs + LATENCY_WEIGHT * (seconds * 1000 - endpoint.latencyMs);
     const at = now();
     const succeeded = result.answered && result.status >= 200 && result.status < 300;
     const gone = result.answered && result.status === 410;
@@ -259,6 +352,7 @@ export class Deliverer {
       nextAttemptAt:
         succeeded || gone ? undefined : nextAttemptAt(schedule, delivery.attempts + 1, at, this.#o.random),
     };
+    answered();
     let recorded: Awaited<ReturnType<WebhookStore['recordAttempt']>>;
     try {
       recorded = await store.recordAttempt(
@@ -276,6 +370,7 @@ export class Deliverer {
     }
     if (!recorded.recorded) return;
     metrics?.attempted(succeeded ? 'succeeded' : recorded.failed ? 'failed' : 'retrying', seconds);
+    if (succeeded) metrics?.delivered((at.getTime() - delivery.occurredAt.getTime()) / 1000);
     if (recorded.failed) {
       log.warn(
         {
@@ -295,17 +390,4 @@ export class Deliverer {
       );
     }
   }
-}
-
-/** Whether the event loop has been busier than BUSY_UTILIZATION over the last sample. */
-function busyGauge(): { now(): boolean; stop(): void } {
-  let last = performance.eventLoopUtilization();
-  let busy = false;
-  const timer = setInterval(() => {
-    const current = performance.eventLoopUtilization();
-    busy = performance.eventLoopUtilization(current, last).utilization > BUSY_UTILIZATION;
-    last = current;
-  }, UTILIZATION_SAMPLE_MS);
-  timer.unref();
-  return { now: () => busy, stop: () => clearInterval(timer) };
 }

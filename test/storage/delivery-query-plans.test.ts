@@ -6,10 +6,10 @@ import { deliveryStatementTexts } from '../../src/storage/sqlite/webhooks.js';
 
 /** Arguments to bind for each statement's plan: a statement added without one fails the test. */
 const ARGUMENTS: Record<string, unknown[]> = {
-  leasedByEndpoint: [1],
+  leasedByEndpoint: ['owner', 1],
   enabledEndpoints: [],
   dueOfEndpoint: [1n, 1, 8],
-  lease: [{ until: 1, endpointId: 1n, eventId: 1n }],
+  lease: [{ until: 1, owner: 'owner', endpointId: 1n, eventId: 1n }],
   record: [
     {
       status: 'delivered',

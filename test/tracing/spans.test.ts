@@ -279,6 +279,7 @@ describe('a delivery attempt’s span', () => {
     body: '{}',
     eventType: 'pet.created',
     cause: undefined,
+    occurredAt: new Date(),
     leaseUntil: new Date(),
   });
 

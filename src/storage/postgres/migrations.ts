@@ -151,7 +151,9 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
      last_event_id bigint  NOT NULL
    );
    INSERT INTO webhook_fanout (id, last_event_id) SELECT 1, coalesce(max(id), 0) FROM events;
-   ALTER TABLE webhook_endpoints ADD COLUMN deliver_after bigint NOT NULL DEFAULT 0;`,
+   ALTER TABLE webhook_endpoints ADD COLUMN deliver_after bigint NOT NULL DEFAULT 0;`, // Which process holds a delivery's lease: a process may lease more of an endpoint's deliveries than it
+  // attempts at once (they wait in its queue) only while no other process holds any of that endpoint's.
+  'ALTER TABLE webhook_deliveries ADD COLUMN lease_owner text;',
 ];
 
 /**

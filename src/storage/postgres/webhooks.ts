@@ -4,6 +4,7 @@ import type {
   AttemptOutcome,
   AttemptRecorded,
   ClaimedDelivery,
+  ClaimLimits,
   DeliveryListQuery,
   DisabledReason,
   EndpointTypes,
@@ -15,7 +16,13 @@ import type {
   WebhookEndpointStatus,
   WebhookStore,
 } from '../../domain/webhooks.js';
-import { disabledBy, signingSecrets, statusAfter } from '../../domain/webhooks.js';
+import {
+  claimable,
+  disabledBy,
+  RECORD_LINGER_MS,
+  signingSecrets,
+  statusAfter,
+} from '../../domain/webhooks.js';
 import { CreateBatcher } from '../create-batcher.js';
 import { countRows } from './count.js';
 import { WEBHOOKS_CHANNEL } from './events.js';
@@ -107,6 +114,7 @@ export class PostgresWebhookStore implements WebhookStore {
     (results) => this.#recordAll(results),
     {
       name: 'webhooks.recordAttempt',
+      lingerMs: RECORD_LINGER_MS,
     },
   );
 
@@ -214,26 +222,28 @@ export class PostgresWebhookStore implements WebhookStore {
    * through the (endpoint_id, next_attempt_at) index: a backlog on one endpoint costs the others
    * nothing. A leased delivery is due again when its lease ends: a node that dies lets it go.
    */
-  async claimDue(
-    now: Date,
-    leaseUntil: Date,
-    limit: number,
-    perEndpoint: number,
-  ): Promise<ClaimedDelivery[]> {
+  async claimDue(now: Date, leaseUntil: Date, limits: ClaimLimits): Promise<ClaimedDelivery[]> {
+    const { limit, owner } = limits;
     return inTransaction(
       this.#pool,
       async (client) => {
-        const { rows: endpoints } = await client.query<EndpointRow & { leased: number }>({
+        const { rows: endpoints } = await client.query<EndpointRow & { leased: number; others: number }>({
           name: 'webhooks_claim_endpoints',
-          text: `SELECT ${ENDPOINT_COLUMNS},
-                 (SELECT count(*)::int FROM webhook_deliveries d
-                  WHERE d.endpoint_id = w.id AND d.lease_until > $1 AND d.status = 'pending') AS leased
-               FROM webhook_endpoints w WHERE status = 'enabled' ORDER BY id`,
-          values: [now],
+          text: `SELECT ${ENDPOINT_COLUMNS}, l.leased, l.others
+               FROM webhook_endpoints w CROSS JOIN LATERAL (
+                 SELECT count(*)::int AS leased,
+                   (count(*) FILTER (WHERE d.lease_owner IS DISTINCT FROM $2))::int AS others
+                 FROM webhook_deliveries d
+                 WHERE d.endpoint_id = w.id AND d.lease_until > $1 AND d.status = 'pending') l
+               WHERE w.status = 'enabled' ORDER BY w.id`,
+          values: [now, owner],
         });
         const claimed: ClaimedDelivery[] = [];
         for (const endpoint of endpoints) {
-          const free = Math.min(perEndpoint - endpoint.leased, limit - claimed.length);
+          const free = Math.min(
+            claimable(endpoint.id, endpoint.leased, endpoint.others, limits),
+            limit - claimed.length,
+          );
           if (free <= 0) continue;
           const { rows } = await client.query<{
             event_id: bigint;
@@ -249,13 +259,13 @@ export class PostgresWebhookStore implements WebhookStore {
                    WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at <= $2
                    ORDER BY next_attempt_at LIMIT $3
                  ), leased AS (
-                   UPDATE webhook_deliveries d SET lease_until = $4, next_attempt_at = $4
+                   UPDATE webhook_deliveries d SET lease_until = $4, next_attempt_at = $4, lease_owner = $5
                    FROM due WHERE d.endpoint_id = $1 AND d.event_id = due.event_id
                    RETURNING d.event_id, d.attempts
                  )
                  SELECT leased.event_id, leased.attempts, e.type, e.occurred_at, e.data, e.trace_context
                  FROM leased JOIN events e ON e.id = leased.event_id`,
-            values: [endpoint.id, now, free, leaseUntil],
+            values: [endpoint.id, now, free, leaseUntil, owner],
           });
           const secrets = signingSecrets(
             endpoint.secret,
@@ -278,6 +288,7 @@ export class PostgresWebhookStore implements WebhookStore {
               }),
               eventType: row.type,
               cause: row.trace_context ?? undefined,
+              occurredAt: row.occurred_at,
               leaseUntil,
             });
           if (claimed.length >= limit) break;

@@ -4,6 +4,7 @@ import type {
   AttemptOutcome,
   AttemptRecorded,
   ClaimedDelivery,
+  ClaimLimits,
   DeliveryListQuery,
   DisabledReason,
   EndpointTypes,
@@ -15,7 +16,13 @@ import type {
   WebhookEndpointStatus,
   WebhookStore,
 } from '../../domain/webhooks.js';
-import { disabledBy, signingSecrets, statusAfter } from '../../domain/webhooks.js';
+import {
+  claimable,
+  disabledBy,
+  RECORD_LINGER_MS,
+  signingSecrets,
+  statusAfter,
+} from '../../domain/webhooks.js';
 import { CreateBatcher } from '../create-batcher.js';
 import type { SqliteEventLog } from './events.js';
 
@@ -104,8 +111,9 @@ function prepareDeliveryStatements(db: Database.Database) {
     // INDEXED BY: left to itself SQLite walks the pending index for the GROUP BY, i.e. the whole backlog
     // (3.5 ms a claim at 50,000 pending); the leases are the few rows the leased index holds.
     leasedByEndpoint: db
-      .prepare<[number], [bigint, bigint]>(
-        `SELECT endpoint_id, count(*) FROM webhook_deliveries INDEXED BY webhook_deliveries_leased
+      .prepare<[string, number], [bigint, bigint, bigint]>(
+        `SELECT endpoint_id, count(*), sum(lease_owner IS NOT ?)
+         FROM webhook_deliveries INDEXED BY webhook_deliveries_leased
          WHERE lease_until IS NOT NULL AND lease_until > ? AND status = 'pending' GROUP BY endpoint_id`,
       )
       .raw(true)
@@ -125,8 +133,8 @@ function prepareDeliveryStatements(db: Database.Database) {
       .raw(true)
       .safeIntegers(true),
     // Leased: due again when the lease ends (the node that holds it may die).
-    lease: db.prepare<[{ until: number; endpointId: bigint; eventId: bigint }]>(
-      `UPDATE webhook_deliveries SET lease_until = @until, next_attempt_at = @until
+    lease: db.prepare<[{ until: number; owner: string; endpointId: bigint; eventId: bigint }]>(
+      `UPDATE webhook_deliveries SET lease_until = @until, next_attempt_at = @until, lease_owner = @owner
        WHERE endpoint_id = @endpointId AND event_id = @eventId`,
     ),
     record: db.prepare(
@@ -198,7 +206,7 @@ export class SqliteWebhookStore implements WebhookStore {
 
   readonly #sql: ReturnType<typeof prepareDeliveryStatements>;
   readonly #claimAll: Database.Transaction<
-    (at: number, until: number, limit: number, perEndpoint: number) => ClaimedDelivery[]
+    (at: number, until: number, limits: ClaimLimits) => ClaimedDelivery[]
   >;
   readonly #results: CreateBatcher<AttemptResult, AttemptRecorded>;
 
@@ -206,14 +214,15 @@ export class SqliteWebhookStore implements WebhookStore {
     this.#db = db;
     this.#log = log;
     this.#sql = prepareDeliveryStatements(db);
-    this.#claimAll = db.transaction((at: number, until: number, limit: number, perEndpoint: number) =>
-      this.#claim(at, until, limit, perEndpoint),
+    this.#claimAll = db.transaction((at: number, until: number, limits: ClaimLimits) =>
+      this.#claim(at, until, limits),
     );
     const recordAll = db.transaction((results: readonly AttemptResult[]) =>
       results.map((result) => this.#recordOne(result)),
     );
     this.#results = new CreateBatcher((results) => this.#relaxed(() => recordAll.immediate(results)), {
       name: 'webhooks.recordAttempt',
+      lingerMs: RECORD_LINGER_MS,
     });
   }
 
@@ -334,15 +343,8 @@ export class SqliteWebhookStore implements WebhookStore {
     }
   }
 
-  async claimDue(
-    now: Date,
-    leaseUntil: Date,
-    limit: number,
-    perEndpoint: number,
-  ): Promise<ClaimedDelivery[]> {
-    return this.#relaxed(() =>
-      this.#claimAll.immediate(now.getTime(), leaseUntil.getTime(), limit, perEndpoint),
-    );
+  async claimDue(now: Date, leaseUntil: Date, limits: ClaimLimits): Promise<ClaimedDelivery[]> {
+    return this.#relaxed(() => this.#claimAll.immediate(now.getTime(), leaseUntil.getTime(), limits));
   }
 
   /**
@@ -350,12 +352,15 @@ export class SqliteWebhookStore implements WebhookStore {
    * due first, through the (endpoint_id, next_attempt_at) index: a backlog on one endpoint costs the
    * others nothing. A leased delivery is due again when its lease ends: a process that dies lets it go.
    */
-  #claim(at: number, until: number, limit: number, perEndpoint: number): ClaimedDelivery[] {
-    const leased = new Map<bigint, number>();
-    for (const [endpointId, n] of this.#sql.leasedByEndpoint.all(at)) leased.set(endpointId, Number(n));
+  #claim(at: number, until: number, limits: ClaimLimits): ClaimedDelivery[] {
+    const { limit, owner } = limits;
+    const leased = new Map<bigint, [number, number]>();
+    for (const [endpointId, n, others] of this.#sql.leasedByEndpoint.all(owner, at))
+      leased.set(endpointId, [Number(n), Number(others)]);
     const claimed: ClaimedDelivery[] = [];
     for (const endpoint of this.#sql.enabledEndpoints.all()) {
-      const free = Math.min(perEndpoint - (leased.get(endpoint.id) ?? 0), limit - claimed.length);
+      const [n, others] = leased.get(endpoint.id) ?? [0, 0];
+      const free = Math.min(claimable(endpoint.id, n, others, limits), limit - claimed.length);
       if (free <= 0) continue;
       const secrets = signingSecrets(
         endpoint.secret,
@@ -368,7 +373,7 @@ export class SqliteWebhookStore implements WebhookStore {
         at,
         free,
       )) {
-        this.#sql.lease.run({ until, endpointId: endpoint.id, eventId });
+        this.#sql.lease.run({ until, owner, endpointId: endpoint.id, eventId });
         claimed.push({
           endpointId: endpoint.id,
           eventId,
@@ -376,6 +381,7 @@ export class SqliteWebhookStore implements WebhookStore {
           url: endpoint.url,
           secrets,
           body: eventJson({ id: eventId, type, occurredAt: new Date(Number(occurredAt)), data }),
+          occurredAt: new Date(Number(occurredAt)),
           eventType: type,
           cause: cause ?? undefined,
           leaseUntil: new Date(until),

@@ -1,0 +1,293 @@
+/**
+ * The delivery-lag scenario (`npm run bench -- --scenarios delivery-lag`): how timely webhooks are under
+ * writes. One endpoint, in a receiver in this process that answers 204 at once and notes, per event, the
+ * time from its `occurredAt` to its arrival. For each layout of processes:
+ *
+ * 1. creates closed-loop (wrk) for --seconds: the node's create rate T with that endpoint, and how many
+ *    deliveries arrived meanwhile per create (under saturation);
+ * 2. the backlog left is delivered (its time is reported);
+ * 3. creates paced at T/2 (open loop, from this process) for 2 × --seconds: the lag's p50, p99 and max,
+ *    and whether every change was delivered.
+ *
+ * Layouts: `all` (one `serve --role all` on one core) and `split` (`--role api` and `--role deliver`,
+ * one core each). wrk, the pacer and the receiver run on the last core (with `split`, beside the
+ * delivery process: a machine of two cores has no third); their CPU is reported beside the service's.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer, Agent as HttpAgent, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { runLoad } from './load.js';
+import { CLI, cpuMicros, definedOnly, freePort, ROOT, runToEnd, stop, waitUntilUp } from './processes.js';
+
+export type Layout = 'all' | 'split';
+
+export interface DeliveryLagResult {
+  backend: 'sqlite' | 'postgres';
+  layout: Layout;
+  /** Creates per second closed-loop: the rate T. */
+  saturatedCreatesPerSecond: number;
+  /** Deliveries per second that arrived during the closed loop. */
+  saturatedDeliveriesPerSecond: number;
+  /** The service's CPU during the closed loop, in cores: below 1 per process, it was not the limit. */
+  saturatedServiceCores: number;
+  /** Seconds the backlog the closed loop left took to arrive; Infinity when it did not within the bound. */
+  backlogSeconds: number;
+  pacedRate: number;
+  pacedCreates: number;
+  pacedDelivered: number;
+  pacedDeliveriesPerSecond: number;
+  lagP50Ms: number;
+  lagP99Ms: number;
+  lagMaxMs: number;
+  /** CPU time of the service's processes and of the generator side (wrk, pacer, receiver), per second. */
+  serviceCpuPerSecond: number;
+  generatorCpuPerSecond: number;
+}
+
+/** How long the backlog or the paced phase's last deliveries may take before the run gives up waiting. */
+const DRAIN_BOUND_MS = 120_000;
+
+class Receiver {
+  readonly server: Server;
+  received = 0;
+  /** Per pet created, the ms from its event's occurredAt to its arrival here. */
+  readonly lags = new Map<number, number>();
+
+  constructor() {
+    this.server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        const arrived = Date.now();
+        const { occurredAt, data } = JSON.parse(Buffer.concat(chunks).toString()) as {
+          occurredAt: string;
+          data: { id: number };
+        };
+        this.received += 1;
+        this.lags.set(data.id, arrived - Date.parse(occurredAt));
+        res.writeHead(204).end();
+      });
+    });
+  }
+
+  async listen(): Promise<string> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hook`;
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+/** Seconds until `check` holds, or Infinity once `boundMs` have passed. */
+async function until(check: () => boolean, boundMs: number): Promise<number> {
+  const started = performance.now();
+  while (!check()) {
+    if (performance.now() - started > boundMs) return Number.POSITIVE_INFINITY;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return (performance.now() - started) / 1000;
+}
+
+const percentile = (sorted: number[], p: number) =>
+  sorted.length === 0
+    ? Number.NaN
+    : (sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number);
+
+/**
+ * Open-loop creates at `rate` per second for `seconds`: each sent when due, whatever the answers
+ * before it. Resolves to the ids of the pets created (answered 201).
+ */
+async function paced(url: string, key: string, rate: number, seconds: number): Promise<number[]> {
+  const agent = new HttpAgent({ keepAlive: true, maxSockets: 64 });
+  const target = new URL('/v1/pets', url);
+  let sent = 0;
+  const created: number[] = [];
+  let answered = 0;
+  const started = performance.now();
+  const total = Math.round(rate * seconds);
+  await new Promise<void>((resolve) => {
+    const send = () => {
+      sent += 1;
+      const body = JSON.stringify({ name: `lag ${sent}`, categoryId: sent % 100, status: 'available' });
+      const req = request(
+        target,
+        {
+          method: 'POST',
+          agent,
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (chunk: Buffer) => chunks.push(chunk));
+          res.on('end', () => {
+            if (res.statusCode === 201)
+              created.push((JSON.parse(Buffer.concat(chunks).toString()) as { id: number }).id);
+            answered += 1;
+            if (answered === total) resolve();
+          });
+        },
+      );
+      req.on('error', () => {
+        answered += 1;
+        if (answered === total) resolve();
+      });
+      req.end(body);
+    };
+    const tick = setInterval(() => {
+      const due = Math.min(total, Math.floor(((performance.now() - started) / 1000) * rate));
+      while (sent < due) send();
+      if (sent === total) clearInterval(tick);
+    }, 2);
+  });
+  agent.destroy();
+  return created;
+}
+
+interface Service {
+  url: string;
+  children: ChildProcess[];
+}
+
+function pinned(cpu: string | undefined, argv: string[]): [string, string[]] {
+  return cpu ? ['taskset', ['-c', cpu, ...argv]] : [argv[0] as string, argv.slice(1)];
+}
+
+async function startLayout(
+  layout: Layout,
+  env: NodeJS.ProcessEnv,
+  key: string,
+  cli: string,
+  pin: boolean,
+): Promise<Service> {
+  const roles =
+    layout === 'all'
+      ? [['all', '0']]
+      : [
+          ['api', '0'],
+          ['deliver', '1'],
+        ];
+  const children: ChildProcess[] = [];
+  let url = '';
+  for (const [role, cpu] of roles as [string, string][]) {
+    const port = await freePort();
+    // `--role all` is what `serve` alone does; a build from before --role is measured with `serve` alone.
+    const roleArgs = role === 'all' ? [] : ['--role', role];
+    const [command, argv] = pinned(pin ? cpu : undefined, [process.execPath, cli, 'serve', ...roleArgs]);
+    const child = spawn(command, argv, {
+      cwd: ROOT,
+      env: definedOnly({ ...env, PORT: String(port) }),
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    children.push(child);
+    if (role !== 'deliver') {
+      url = `http://127.0.0.1:${port}`;
+      await waitUntilUp(url, child, key);
+    }
+  }
+  return { url, children };
+}
+
+/** One layout on one database: the three phases. */
+export async function measureDeliveryLag(options: {
+  backend: 'sqlite' | 'postgres';
+  layout: Layout;
+  databaseUrl: string;
+  env: NodeJS.ProcessEnv;
+  key: string;
+  seconds: number;
+  connections: number;
+  pin: boolean;
+  generatorCpu: string;
+  /** The CLI to start (another build's dist/cli/main.js, to measure it the same way). */
+  cli?: string;
+  log: (message: string) => void;
+}): Promise<DeliveryLagResult> {
+  const { backend, layout, env, key, seconds, connections, pin, generatorCpu, log } = options;
+  const cli = options.cli ?? CLI;
+  runToEnd(process.execPath, [cli, 'migrate'], env);
+  const receiver = new Receiver();
+  const hook = await receiver.listen();
+  const service = await startLayout(layout, env, key, cli, pin);
+  const serviceCpu = () => service.children.reduce((sum, child) => sum + cpuMicros(child.pid as number), 0);
+  try {
+    const res = await fetch(`${service.url}/v1/webhook-endpoints`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ url: hook }),
+    });
+    if (res.status !== 201) throw new Error(`registering the endpoint: ${res.status} ${await res.text()}`);
+
+    log(`delivery-lag ${backend} ${layout}: creates closed-loop for ${seconds} s`);
+    const cpuBefore = serviceCpu();
+    const ownBefore = process.cpuUsage();
+    const wallBefore = performance.now();
+    const closed = await runLoad(
+      { url: service.url, key, connections, seconds, mix: [{ kind: 'create' }] },
+      pin ? generatorCpu : undefined,
+    );
+    const saturatedDeliveries = receiver.received;
+    const saturatedCores = (serviceCpu() - cpuBefore) / closed.wallMicros;
+    const createdClosed = closed.requests - closed.non2xx;
+    const backlogSeconds = await until(() => receiver.received >= createdClosed, DRAIN_BOUND_MS);
+    log(
+      `delivery-lag ${backend} ${layout}: backlog of ${createdClosed - saturatedDeliveries} delivered in ${backlogSeconds.toFixed(1)} s`,
+    );
+
+    const rate = Math.max(1, Math.round(closed.requestsPerSecond / 2));
+    const pacedSeconds = seconds * 2;
+    log(`delivery-lag ${backend} ${layout}: creates paced at ${rate}/s for ${pacedSeconds} s`);
+    const pacedStarted = performance.now();
+    const created = await paced(service.url, key, rate, pacedSeconds);
+    const delivered = () => created.filter((id) => receiver.lags.has(id)).length;
+    let count = 0;
+    await until(() => {
+      // Counted anew only every 20 ms poll: a filter over the ids is cheap beside it.
+      count = delivered();
+      return count === created.length;
+    }, DRAIN_BOUND_MS);
+    const pacedWall = (performance.now() - pacedStarted) / 1000;
+    const wall = (performance.now() - wallBefore) / 1000;
+    const own = process.cpuUsage(ownBefore);
+    const lags = created
+      .map((id) => receiver.lags.get(id))
+      .filter((lag): lag is number => lag !== undefined)
+      .sort((a, b) => a - b);
+    return {
+      backend,
+      layout,
+      saturatedCreatesPerSecond: closed.requestsPerSecond,
+      saturatedDeliveriesPerSecond: saturatedDeliveries / (closed.wallMicros / 1e6),
+      saturatedServiceCores: saturatedCores,
+      backlogSeconds,
+      pacedRate: rate,
+      pacedCreates: created.length,
+      pacedDelivered: count,
+      pacedDeliveriesPerSecond: count / pacedWall,
+      lagP50Ms: percentile(lags, 50),
+      lagP99Ms: percentile(lags, 99),
+      lagMaxMs: lags.at(-1) ?? Number.NaN,
+      serviceCpuPerSecond: (serviceCpu() - cpuBefore) / 1e6 / wall,
+      generatorCpuPerSecond: (closed.generatorCpuMicros + own.user + own.system) / 1e6 / wall,
+    };
+  } finally {
+    await Promise.all(service.children.map((child) => stop(child)));
+    await receiver.close();
+  }
+}
+
+/** The scenario's section of the report: one line per backend and layout. */
+export function renderDeliveryLag(results: readonly DeliveryLagResult[]): string {
+  const s = (ms: number) => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(2)} s` : 'not within the bound');
+  const lines = [
+    '| backend | layout | T (creates/s, closed loop) | deliveries per create under it | service CPU under it (cores) | backlog left, delivered in | paced at T/2: delivered | lag p50 | lag p99 | lag max | service CPU / generator CPU (cores) |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const r of results) {
+    lines.push(
+      `| ${r.backend} | ${r.layout === 'all' ? '`--role all`, one core' : '`--role api` + `--role deliver`, one core each'} | ${r.saturatedCreatesPerSecond.toFixed(0)} | ${(r.saturatedDeliveriesPerSecond / r.saturatedCreatesPerSecond).toFixed(2)} | ${r.saturatedServiceCores.toFixed(2)} | ${Number.isFinite(r.backlogSeconds) ? `${r.backlogSeconds.toFixed(1)} s` : 'not within 120 s'} | ${r.pacedDelivered} of ${r.pacedCreates} | ${s(r.lagP50Ms)} | ${s(r.lagP99Ms)} | ${s(r.lagMaxMs)} | ${r.serviceCpuPerSecond.toFixed(2)} / ${r.generatorCpuPerSecond.toFixed(2)} |`,
+    );
+  }
+  return lines.join('\n');
+}
