@@ -1,18 +1,24 @@
 /**
  * The container image, tested for real: `npm run test:image` (run by .ci/run; not part of `npm test`).
  * It needs Docker and, as root, gets it: installs docker.io when there is no dockerd, starts
- * `dockerd --iptables=false --bridge=none` when no daemon answers (and stops it at the end), and
- * containers use the host's network. It builds the image from the Dockerfile as it is, on the official
+ * `dockerd --iptables=false --bridge=none` when no daemon answers (and stops it at the end), and its
+ * containers use the host's network (there is no default bridge). It builds the image from the Dockerfile as it is, on the official
  * Node.js image, or, when that cannot be pulled, on a stand-in built by stand-in-base.sh. Nothing is
  * skipped: what cannot be had fails the run, saying why. Each step reports what it found (build time,
- * image size) as a diagnostic line.
+ * image size) as a diagnostic line. Then it runs the Compose example (compose.yaml, with the few changes of
+ * compose.test.yaml) on that image: PostgreSQL, Redis and HAProxy are their official images, or where
+ * those cannot be pulled, stand-ins built from Debian's packages (stand-ins/). The example's own network,
+ * the user-defined bridge compose.yaml declares, works with such a daemon as with any: --bridge=none
+ * leaves out the default bridge only, and --iptables=false the NAT to the outside, which the example
+ * does not need (its port is published by docker-proxy; the host reaches the containers on the bridge).
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
 import { BlockList, connect, isIP, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
+import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, type TestContext, test } from 'node:test';
 import { promisify } from 'node:util';
@@ -93,39 +99,64 @@ async function ensureDocker(t: TestContext): Promise<void> {
   );
 }
 
-/** The official base image, pulled; or, where no registry can be reached, the stand-in. */
-async function ensureBase(t: TestContext): Promise<void> {
+const DESCRIPTION = 'org.opencontainers.image.description';
+/** What a stand-in is made from, as its label names it: the first 12 hex digits of their SHA-256. */
+function hashOf(files: string[]): string {
+  const hash = createHash('sha256');
+  for (const file of files) hash.update(readFileSync(file));
+  return hash.digest('hex').slice(0, 12);
+}
+
+/**
+ * An image the tests need, under its official name: pulled; or, where no registry can be reached, a
+ * stand-in made by `make`, which labels it `stand-in … <hash of sources>`. A stand-in made from other
+ * sources (an older version of its script) is made again; an image pulled earlier is kept.
+ */
+async function ensureImage(
+  t: TestContext,
+  what: string,
+  tag: string,
+  sources: string[],
+  make: (hash: string) => Promise<void>,
+): Promise<void> {
   const started = Date.now();
   try {
-    await docker(['pull', '-q', BASE]);
-    t.diagnostic(`base: ${BASE} pulled (${seconds(started)})`);
+    await docker(['pull', '-q', tag]);
+    t.diagnostic(`${what}: ${tag} pulled (${seconds(started)})`);
     return;
   } catch (error) {
     const reason = String((error as { stderr?: string }).stderr ?? error)
       .trim()
       .split('\n')[0];
-    t.diagnostic(`base: ${BASE} cannot be pulled (${reason})`);
+    t.diagnostic(`${what}: ${tag} cannot be pulled (${reason})`);
   }
   const description = await docker([
     'image',
     'inspect',
     '--format',
-    '{{index .Config.Labels "org.opencontainers.image.description"}}',
-    BASE,
+    `{{index .Config.Labels "${DESCRIPTION}"}}`,
+    tag,
   ]).catch(() => undefined);
-  // A stand-in made by an older version of the script is made again (its label names the script's hash).
-  const script = join(REPO_ROOT, 'test/image/stand-in-base.sh');
-  const current = createHash('sha256').update(readFileSync(script)).digest('hex').slice(0, 12);
+  const current = hashOf(sources);
   if (description !== undefined && (!description.includes('stand-in') || description.endsWith(current))) {
-    t.diagnostic(`base: ${BASE} is here already: ${description || 'an earlier pull'}`);
+    t.diagnostic(`${what}: ${tag} is here already: ${description || 'an earlier pull'}`);
     return;
   }
-  const build = spawnSync(script, [BASE, NODE_LINE], {
-    encoding: 'utf8',
-  });
-  assert.equal(build.status, 0, `the stand-in failed:\n${build.stdout}\n${build.stderr}`);
+  await make(current);
+  t.diagnostic(`${what}: the stand-in ${tag} built in ${seconds(started)}`);
+}
+
+/** Runs a stand-in's script; what it prints becomes diagnostics. */
+function runScript(t: TestContext, script: string, args: string[]): void {
+  const build = spawnSync(script, args, { encoding: 'utf8' });
+  assert.equal(build.status, 0, `${script} failed:\n${build.stdout}\n${build.stderr}`);
   for (const line of build.stdout.trim().split('\n')) t.diagnostic(line);
-  t.diagnostic(`base: the stand-in ${BASE} built in ${seconds(started)}`);
+}
+
+/** The official base image, pulled; or, where no registry can be reached, the stand-in. */
+async function ensureBase(t: TestContext): Promise<void> {
+  const script = join(REPO_ROOT, 'test/image/stand-in-base.sh');
+  await ensureImage(t, 'base', BASE, [script], async () => runScript(t, script, [BASE, NODE_LINE]));
 }
 
 /** Starts a container of the image on the host's network, serving on 127.0.0.1:<port>. */
@@ -518,9 +549,203 @@ describe('the container image', () => {
       assert.equal(await docker(['inspect', '--format', '{{.State.ExitCode}}', node.name]), '0');
     }
   });
+});
 
-  test('when compose.yaml is read by Compose, then it is valid: two replicas, PostgreSQL, Redis and HAProxy, checked on /readyz', async (t) => {
-    const compose = composeCommand(t);
+/** The images compose.yaml runs beside the service's, and the stand-ins made for them (stand-ins/). */
+const STAND_INS = join(REPO_ROOT, 'test/image/stand-ins');
+const COMPOSE_YAML = readFileSync(join(REPO_ROOT, 'compose.yaml'), 'utf8');
+/** The image compose.yaml names for one of its services. */
+const composeImage = (service: string) =>
+  new RegExp(`^ {2}${service}:\\n(?: {4}.*\\n|\\n)*? {4}image: (\\S+)$`, 'm').exec(
+    COMPOSE_YAML,
+  )?.[1] as string;
+
+/**
+ * The image compose.yaml names for `service`: pulled, or where no registry can be reached, a stand-in
+ * built from stand-ins/<service>.Dockerfile on Debian's packages, itself on a stand-in of the Debian
+ * image it names (stand-ins/debian.sh), with the network of the host (apt reaches the mirror).
+ */
+async function ensureStandIn(t: TestContext, service: string): Promise<void> {
+  const tag = composeImage(service);
+  assert.ok(tag, `compose.yaml names an image for ${service}`);
+  const dockerfile = join(STAND_INS, `${service}.Dockerfile`);
+  const base = /^FROM (debian:(\w+)-slim)$/m.exec(readFileSync(dockerfile, 'utf8'));
+  assert.ok(base, `${dockerfile} builds on a debian:<suite>-slim image`);
+  const debian = join(STAND_INS, 'debian.sh');
+  const sources = readdirSync(STAND_INS)
+    .filter((file) => file.startsWith(`${service}.`) || file.startsWith(`${service}-`))
+    .map((file) => join(STAND_INS, file));
+  await ensureImage(t, service, tag, [...sources, debian], async (hash) => {
+    await ensureImage(t, service, base[1] as string, [debian], async () =>
+      runScript(t, debian, [base[2] as string, base[1] as string]),
+    );
+    const build = spawnSync(
+      'docker',
+      [
+        'build',
+        '--network',
+        'host',
+        '-f',
+        dockerfile,
+        '--label',
+        `${DESCRIPTION}=stand-in for the official ${tag}, built from test/image/stand-ins/${service}.Dockerfile ${hash}`,
+        '-t',
+        tag,
+        STAND_INS,
+      ],
+      {
+        encoding: 'utf8',
+        maxBuffer: 64 * 1024 * 1024,
+        env: { ...process.env, DOCKER_BUILDKIT: '0' },
+      },
+    );
+    assert.equal(
+      build.status,
+      0,
+      `docker build of ${tag} failed:\n${build.stdout.slice(-4000)}\n${build.stderr}`,
+    );
+  });
+  const version = await docker([
+    'image',
+    'inspect',
+    '--format',
+    `{{index .Config.Labels "${DESCRIPTION}"}}`,
+    tag,
+  ]);
+  t.diagnostic(`${service}: ${tag}: ${version || 'the official image'}`);
+}
+
+/** The project the example runs as: fixed, so a run that died is taken down by the next one first. */
+const PROJECT = 'petstore-image-test';
+/** Where HAProxy publishes the example (compose.yaml's `ports`). */
+const EXAMPLE = 'http://127.0.0.1:8080';
+
+/** Compose on compose.yaml and the test's changes to it (compose.test.yaml), as project PROJECT. */
+async function composeRun(compose: string[], args: string[]): Promise<string> {
+  const { POSTGRES_PASSWORD: _own, ...inherited } = process.env;
+  const { stdout, stderr } = await run(
+    compose[0] as string,
+    [...compose.slice(1), '-p', PROJECT, '-f', 'compose.yaml', '-f', 'test/image/compose.test.yaml', ...args],
+    { cwd: REPO_ROOT, env: { ...inherited, POSTGRES_PASSWORD }, maxBuffer: 64 * 1024 * 1024 },
+  ).catch((error: { stdout?: string; stderr?: string; message: string }) => {
+    throw new Error(
+      `compose ${args.join(' ')} failed: ${error.message}\n${error.stdout ?? ''}${error.stderr ?? ''}`,
+    );
+  });
+  return `${stdout}${stderr}`;
+}
+
+/** A condition within a bound of its own: the value, once `check` gives one, with the time it took. */
+async function within<T>(
+  what: string,
+  ms: number,
+  check: () => Promise<T | undefined>,
+): Promise<{ value: T; took: number }> {
+  const started = Date.now();
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return { value, took: Date.now() - started };
+    if (Date.now() - started > ms) throw new Error(`${what}: not within ${ms / 1000} s`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+/** A container's /metrics, from its METRICS_PORT (9464, unpublished), read inside it. */
+const scrape = (container: string) =>
+  docker([
+    'exec',
+    container,
+    'node',
+    '-e',
+    "fetch('http://127.0.0.1:9464/metrics').then((r) => r.text()).then((t) => process.stdout.write(t))",
+  ]);
+
+/** The sum of a metric's samples whose labels include `labels`. */
+function metric(text: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    const sample = /^(\w+)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (sample?.[1] !== name) continue;
+    if (Object.entries(labels).every(([label, value]) => (sample[2] ?? '').includes(`${label}="${value}"`)))
+      sum += Number(sample[3]);
+  }
+  return sum;
+}
+
+/** Creates answered 201 by each container: POST /v1/pets, by its own metrics. */
+const creates = async (container: string) =>
+  metric(await scrape(container), 'petstore_http_requests_total', {
+    method: 'POST',
+    route: '/v1/pets',
+    status: '201',
+  });
+
+describe('the Compose example', () => {
+  let compose: string[];
+  /** The containers of a service, by name (petstore-image-test_petstore_1, …_2). */
+  const containersOf = async (service: string) =>
+    (await composeRun(compose, ['ps', '-q', service]))
+      .split('\n')
+      .filter((line) => /^[0-9a-f]{12,}$/.test(line));
+  let key: string;
+  /** Every pet whose create was answered 201 through HAProxy, by id; and those made with the endpoint in place. */
+  const acknowledged = new Set<number>();
+  const announced = new Set<number>();
+  /** The webhook receiver on the host: the pet.created events it got, by pet id (how many times each). */
+  const received = new Map<number, number>();
+  let receiver: Server | undefined;
+  const headers = () => ({ authorization: `Bearer ${key}`, 'content-type': 'application/json' });
+
+  async function create(name: string): Promise<number> {
+    const res = await fetch(`${EXAMPLE}/v1/pets`, {
+      method: 'POST',
+      headers: headers(),
+      body: JSON.stringify({ name, categoryId: 1 }),
+    });
+    assert.equal(res.status, 201, await res.clone().text());
+    const { id } = (await res.json()) as { id: number };
+    acknowledged.add(id);
+    return id;
+  }
+
+  /** HAProxy's log (since its container started). */
+  const haproxyLog = async () => logs(((await containersOf('haproxy'))[0] as string) ?? '');
+  /** The servers HAProxy took out: each "Server petstore/petstoreN is DOWN" or "is going DOWN" it logged. */
+  const takenOut = async () =>
+    (await haproxyLog()).match(/^Server petstore\/petstore\d+ is (?:going )?DOWN\b/gm) ?? [];
+
+  /**
+   * Until HAProxy answers GET /healthz through `count` replicas: its log names the server of each request
+   * (option httplog), so the replicas it sends to are those it named for a 200.
+   */
+  async function answering(count: number): Promise<number> {
+    const { took } = await within(`HAProxy to send to ${count} replicas`, 120_000, async () => {
+      const res = await fetch(`${EXAMPLE}/healthz`).catch(() => undefined);
+      await res?.arrayBuffer();
+      if (res?.status !== 200) return undefined;
+      const log = await haproxyLog();
+      const servers = new Set(
+        [...log.matchAll(/ http petstore\/(petstore\d+) \S+ 200 .*"GET \/healthz /g)].map((m) => m[1]),
+      );
+      return servers.size >= count ? true : undefined;
+    });
+    return took;
+  }
+
+  after(async () => {
+    if (!compose) return;
+    // Containers, network and volume, whatever the tests' outcome.
+    await composeRun(compose, ['down', '-v', '--remove-orphans', '--timeout', '10']).catch(() => undefined);
+    await new Promise((resolve) => (receiver ? receiver.close(resolve) : resolve(undefined)));
+  });
+
+  test('when compose.yaml’s images are needed, then PostgreSQL, Redis and HAProxy are here under the names it gives them: pulled, or stand-ins built from Debian’s packages', async (t) => {
+    await ensureDocker(t);
+    compose = composeCommand(t);
+    for (const service of ['postgres', 'redis', 'haproxy']) await ensureStandIn(t, service);
+  });
+
+  test('when compose.yaml is read by Compose, then it is valid: two API replicas, one delivery service, PostgreSQL, Redis and HAProxy, checked on /readyz', async (t) => {
     const { status, stdout, stderr } = composeConfig(compose, { POSTGRES_PASSWORD });
     assert.equal(status, 0, stderr);
     t.diagnostic(`compose: ${compose.join(' ')} config: valid`);
@@ -528,27 +753,241 @@ describe('the container image', () => {
       .split('\n')
       .filter((line) => /^ {2}\S/.test(line))
       .map((line) => line.trim().replace(/:$/, ''));
-    assert.deepEqual(services.sort(), ['haproxy', 'petstore', 'postgres', 'redis']);
-    assert.match(stdout, /replicas: 2/);
-    assert.match(stdout, /127\.0\.0\.1:3000\/readyz/, 'the replicas are checked on /readyz');
+    assert.deepEqual(services.sort(), ['haproxy', 'petstore', 'petstore-deliver', 'postgres', 'redis']);
+    const service = (name: string) =>
+      new RegExp(`^ {2}${name}:\\n((?: {4}.*\\n)*)`, 'm').exec(stdout)?.[1] ?? '';
+    assert.match(service('petstore'), /^ {4}command:\n {4}- serve\n {4}- --role\n {4}- api\n/m);
+    assert.match(service('petstore'), /replicas: 2/);
+    assert.match(service('petstore-deliver'), /^ {4}command:\n {4}- serve\n {4}- --role\n {4}- deliver\n/m);
+    assert.match(service('petstore-deliver'), /replicas: 1/);
+    for (const name of ['petstore', 'petstore-deliver'])
+      assert.match(service(name), /127\.0\.0\.1:3000\/readyz/, `${name} is checked on /readyz`);
+    assert.doesNotMatch(service('petstore-deliver'), /ports:/, 'the delivery service publishes nothing');
     assert.match(stdout, /image: haproxy:/);
 
-    // HAProxy's own check of its configuration, with Debian's HAProxy in a container of the base image.
+    // HAProxy sends to the API replicas alone (Docker's DNS answers `petstore` with theirs only), and its
+    // configuration is valid to the HAProxy compose.yaml runs.
     const cfg = readFileSync(join(REPO_ROOT, 'deploy/haproxy.cfg'), 'utf8');
-    assert.match(cfg, /^ {2}option httpchk GET \/readyz$/m);
+    assert.match(cfg, /^ {2}http-check send meth GET uri \/readyz ver HTTP\/1\.1 hdr Host \S+$/m);
+    assert.deepEqual([...cfg.matchAll(/^ {2}server(?:-template)? .*$/gm)].length, 1);
+    assert.match(cfg, /^ {2}server-template petstore \d+ petstore:3000 /m);
     const checked = await docker([
       'run',
       '--rm',
-      '--network',
-      'host',
       '-v',
-      `${join(REPO_ROOT, 'deploy/haproxy.cfg')}:/haproxy.cfg:ro`,
-      BASE,
+      `${join(REPO_ROOT, 'deploy/haproxy.cfg')}:/usr/local/etc/haproxy/haproxy.cfg:ro`,
+      composeImage('haproxy'),
       'sh',
       '-c',
-      'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null 2>&1 && haproxy -v | head -n 1 && haproxy -c -f /haproxy.cfg',
+      'haproxy -v | head -n 1 && haproxy -c -V -f /usr/local/etc/haproxy/haproxy.cfg',
     ]);
     assert.match(checked, /Configuration file is valid/);
     t.diagnostic(`compose: deploy/haproxy.cfg valid (${checked.split('\n')[0]})`);
+  });
+
+  test('when the example is started (compose up), then both API replicas answer through HAProxy', async (t) => {
+    await docker(['image', 'inspect', IMAGE]).catch(() => {
+      throw new Error(`${IMAGE} is needed: the image test builds it (run the whole file)`);
+    });
+    // What a run that died may have left, first.
+    await composeRun(compose, ['down', '-v', '--remove-orphans']);
+    const started = Date.now();
+    await composeRun(compose, ['up', '-d', '--no-build']);
+    t.diagnostic(
+      `compose: up (PostgreSQL, Redis, 2 API replicas and the delivery service healthy) in ${seconds(started)}`,
+    );
+    const took = await answering(2);
+    t.diagnostic(`compose: HAProxy sends to both replicas ${(took / 1000).toFixed(1)} s later`);
+
+    const replicas = await containersOf('petstore');
+    assert.equal(replicas.length, 2);
+    key = await docker([
+      'exec',
+      replicas[0] as string,
+      'petstore',
+      'keys',
+      'create',
+      '--name',
+      'compose-test',
+    ]);
+    assert.match(key, /^pst_[A-Za-z0-9_-]{43}$/);
+
+    const before = await Promise.all(replicas.map(creates));
+    for (let i = 0; i < 20; i++) await create(`Replica ${i}`);
+    const served = (await Promise.all(replicas.map(creates))).map((n, i) => n - (before[i] as number));
+    assert.equal(
+      served.reduce((a, b) => a + b, 0),
+      20,
+      `${served}`,
+    );
+    assert.ok(
+      served.every((n) => n > 0),
+      `each replica served some of the 20 creates: ${served}`,
+    );
+    t.diagnostic(
+      `compose: 20 creates through HAProxy: ${served.join(' and ')} by the two replicas (their /metrics)`,
+    );
+  });
+
+  test('when a webhook endpoint on the host is registered, then the delivery service delivers every pet created, and the API replicas attempt none', async (t) => {
+    receiver = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk) => {
+        body += chunk;
+      });
+      req.on('end', () => {
+        try {
+          const event = JSON.parse(body) as { type: string; data: { id: number } };
+          if (req.headers['webhook-signature'] && event.type === 'pet.created')
+            received.set(event.data.id, (received.get(event.data.id) ?? 0) + 1);
+          res.writeHead(204).end();
+        } catch {
+          res.writeHead(400).end();
+        }
+      });
+    });
+    // On the host's address on the example's network: its bridge's (br-<the network's id>), the gateway
+    // Docker chose in the subnet, which compose.test.yaml lets deliveries reach.
+    const network = await docker(['network', 'inspect', '--format', '{{.Id}}', `${PROJECT}_default`]);
+    const host = networkInterfaces()[`br-${network.slice(0, 12)}`]?.find((a) => a.family === 'IPv4')?.address;
+    assert.ok(host, `the host has an address on the example's network (br-${network.slice(0, 12)})`);
+    assert.match(host, /^172\.28\.0\.\d+$/, "in compose.yaml's subnet");
+    await new Promise<void>((resolve) => receiver?.listen(0, host, resolve));
+    const { port } = receiver.address() as { port: number };
+
+    const res = await fetch(`${EXAMPLE}/v1/webhook-endpoints`, {
+      method: 'POST',
+      headers: headers(),
+      body: JSON.stringify({ url: `http://${host}:${port}/hooks`, types: ['pet.created'] }),
+    });
+    assert.equal(res.status, 201, await res.text());
+
+    const started = Date.now();
+    for (let i = 0; i < 10; i++) announced.add(await create(`Hooked ${i}`));
+    const { took } = await within('every pet.created delivered', 60_000, async () =>
+      [...announced].every((id) => received.has(id)) ? true : undefined,
+    );
+    t.diagnostic(
+      `webhooks: 10 creates, all 10 pet.created delivered to the host ${(took / 1000).toFixed(1)} s after the last (${((Date.now() - started) / 1000).toFixed(1)} s from the first create)`,
+    );
+
+    const [deliverer] = await containersOf('petstore-deliver');
+    const delivered = metric(await scrape(deliverer as string), 'petstore_webhook_attempts_total', {
+      outcome: 'succeeded',
+    });
+    assert.ok(delivered >= 10, `petstore-deliver counts ${delivered} deliveries`);
+    const attempts = await Promise.all(
+      (await containersOf('petstore')).map(async (c) =>
+        metric(await scrape(c), 'petstore_webhook_attempts_total'),
+      ),
+    );
+    assert.deepEqual(attempts, [0, 0], 'the API replicas attempt no delivery');
+    t.diagnostic(
+      `webhooks: petstore-deliver made ${delivered} deliveries, the API replicas ${attempts.join(' and ')}`,
+    );
+  });
+
+  test('when an API replica is killed (docker kill), then HAProxy takes it out and the service answers', async (t) => {
+    const [survivor, victim] = await containersOf('petstore');
+    const down = (await takenOut()).length;
+    const killed = Date.now();
+    await docker(['kill', victim as string]);
+    // Requests go on while HAProxy finds out: how they fare is reported, not asserted.
+    const meanwhile = { answered: 0, failed: 0 };
+    let noticed = false;
+    const traffic = (async () => {
+      while (!noticed) {
+        // A request sent to the killed replica before HAProxy knew gets no answer: the bound cuts it short.
+        const res = await fetch(`${EXAMPLE}/v1/pets?limit=1`, {
+          headers: headers(),
+          signal: AbortSignal.timeout(5_000),
+        }).catch(() => undefined);
+        if (res?.status === 200) meanwhile.answered++;
+        else meanwhile.failed++;
+        await res?.arrayBuffer();
+      }
+    })();
+    const { took } = await within('HAProxy to mark the killed replica DOWN', 30_000, async () =>
+      (await takenOut()).length > down ? true : undefined,
+    ).finally(() => {
+      noticed = true;
+    });
+    await traffic;
+    t.diagnostic(
+      `kill: HAProxy marked it DOWN ${(took / 1000).toFixed(1)} s after docker kill; meanwhile ${meanwhile.answered} requests answered 200, ${meanwhile.failed} not`,
+    );
+
+    const before = await creates(survivor as string);
+    for (let i = 0; i < 20; i++) await create(`Survivor ${i}`);
+    assert.equal((await creates(survivor as string)) - before, 20, 'the survivor served all 20');
+    assert.equal(await docker(['inspect', '--format', '{{.State.Status}}', victim as string]), 'exited');
+    t.diagnostic(
+      `kill: then 20 creates through HAProxy, all 201, all by the surviving replica (${seconds(killed)} since the kill)`,
+    );
+  });
+
+  test('when the example is taken down (compose down, not -v) with creates in flight and started again, then every pet acknowledged is there and delivered', async (t) => {
+    // Creates one after another until told to stop: those answered 201 are acknowledged.
+    let stop = false;
+    const during = { acknowledged: 0, refused: 0 };
+    const creating = (async () => {
+      for (let i = 0; !stop; i++) {
+        const res = await fetch(`${EXAMPLE}/v1/pets`, {
+          method: 'POST',
+          headers: headers(),
+          body: JSON.stringify({ name: `Down ${i}`, categoryId: 1 }),
+          signal: AbortSignal.timeout(10_000),
+        }).catch(() => undefined);
+        if (res?.status === 201) {
+          const { id } = (await res.json()) as { id: number };
+          acknowledged.add(id);
+          announced.add(id);
+          during.acknowledged++;
+        } else {
+          during.refused++;
+          await res?.arrayBuffer();
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      }
+    })();
+    let downTook = 0;
+    try {
+      await within('creates under way', 30_000, async () => (during.acknowledged >= 10 ? true : undefined));
+      const downing = Date.now();
+      await composeRun(compose, ['down']);
+      downTook = Date.now() - downing;
+    } finally {
+      stop = true;
+      await creating;
+    }
+    t.diagnostic(
+      `down: compose down in ${(downTook / 1000).toFixed(1)} s, creates going on throughout: ${during.acknowledged} acknowledged (from just before it), ${during.refused} not`,
+    );
+    assert.equal((await containersOf('petstore')).length, 0);
+
+    const upping = Date.now();
+    await composeRun(compose, ['up', '-d', '--no-build']);
+    await answering(2);
+    t.diagnostic(`down: up again, HAProxy sending to both replicas, in ${seconds(upping)}`);
+
+    const ids = [...acknowledged];
+    const missing: number[] = [];
+    for (let i = 0; i < ids.length; i += 100) {
+      const chunk = ids.slice(i, i + 100);
+      const query = chunk.map((id) => `id=${id}`).join('&');
+      const res = await fetch(`${EXAMPLE}/v1/pets?limit=100&${query}`, { headers: headers() });
+      assert.equal(res.status, 200);
+      const found = new Set(((await res.json()) as { id: number }[]).map((pet) => pet.id));
+      missing.push(...chunk.filter((id) => !found.has(id)));
+    }
+    assert.deepEqual(missing, [], 'every acknowledged pet is there');
+    t.diagnostic(`down: all ${ids.length} acknowledged pets are there after down and up`);
+
+    const { took } = await within('every acknowledged pet.created delivered', 60_000, async () =>
+      [...announced].every((id) => received.has(id)) ? true : undefined,
+    );
+    t.diagnostic(
+      `down: all ${announced.size} pet.created events delivered to the host (all in ${(took / 1000).toFixed(1)} s more, once the pets were found)`,
+    );
   });
 });
