@@ -13,6 +13,9 @@ export const KEEP_ALIVE_MS = 10_000;
 
 const KEEP_ALIVE = ': keep-alive\n\n';
 
+/** A stream's content type, by which the request metrics know a stream from a request (metrics.ts). */
+export const EVENT_STREAM_TYPE = 'text/event-stream; charset=utf-8';
+
 export interface EventStreamOptions {
   live: LiveEvents;
   server: GuardedServer;
@@ -93,9 +96,10 @@ export class EventStreams {
     // Answered here, not by Fastify: the headers set so far (request id, rate limits, CORS) go with it.
     reply.hijack();
     const res = reply.raw;
+    res.setHeader('content-type', EVENT_STREAM_TYPE);
     res.writeHead(200, {
       ...(reply.getHeaders() as Record<string, string>),
-      'content-type': 'text/event-stream; charset=utf-8',
+      'content-type': EVENT_STREAM_TYPE,
       // Neither a cache nor a buffering proxy (nginx's X-Accel-Buffering) may hold messages back.
       'cache-control': 'no-store',
       'x-accel-buffering': 'no',

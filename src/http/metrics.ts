@@ -9,6 +9,7 @@ import type { PendingDeliveries } from '../domain/webhooks.js';
 import { interceptErrors } from '../storage/intercept-errors.js';
 import { NODE_VERSION, VERSION } from '../version.js';
 import type { GuardedServer } from './connections.js';
+import { EVENT_STREAM_TYPE } from './event-stream.js';
 import { RequestMetrics } from './request-metrics.js';
 import { response } from './schemas/responses.js';
 import type { StorageOutage } from './storage-outage.js';
@@ -207,6 +208,8 @@ export const metricsEndpoint = fp(
     });
     app.decorate('scrapeMetrics', scrape);
     app.addHook('onResponse', (request, reply, done) => {
+      // A live event stream lasts as long as its client stays: no request latency (it has metrics of its own).
+      if (reply.raw.getHeader('content-type') === EVENT_STREAM_TYPE) return done();
       const status = reply.statusCode;
       // The template, never the raw URL: one series per route, whatever the ids and queries.
       metrics.requests.record(

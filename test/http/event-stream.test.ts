@@ -320,7 +320,7 @@ sqlite.describe('the live event stream, keep-alives', () => {
   });
   after(() => server.close());
 
-  test('when a stream stays idle, then a `: keep-alive` comment comes within 15 s', async () => {
+  test('when a stream stays idle, then a `: keep-alive` comment comes within 15 s; once closed it counts in the stream metrics, not as a request of that duration', async () => {
     const opened = Date.now();
     const stream = await TestStream.open(`${server.url}/v1/events?after=${2 ** 40}`);
     await until(
@@ -331,5 +331,12 @@ sqlite.describe('the live event stream, keep-alives', () => {
     assert.ok(Date.now() - opened <= 15_000, `the first keep-alive after ${Date.now() - opened} ms`);
     assert.equal(stream.messages.length, 0, 'a comment is no message');
     stream.close();
+    const metrics = async () => (await server.request('GET', '/metrics')).text;
+    await until(
+      metrics,
+      (text) => /^petstore_event_streams_closed_total\{reason="client"\} 1$/m.test(text),
+      'the close to be counted',
+    );
+    assert.doesNotMatch(await metrics(), /^petstore_http_requests_total\{[^}]*route="\/v1\/events"/m);
   });
 });
