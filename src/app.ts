@@ -191,7 +191,9 @@ export async function buildApp({
   // Serving both, deliveries get their share of a saturated node (delivery-share.ts).
   const share =
     role === 'all' && deliverer
-      ? new DeliveryShare(config.webhooks.deliveryShare, () => deliverer.owed())
+      ? new DeliveryShare(config.webhooks.deliveryShare, () => deliverer.owed(), {
+          paused: (seconds) => metrics.webhookDeliveryShare.inc(seconds),
+        })
       : undefined;
   if (share) {
     app.addHook('onReady', async () => share.start());

@@ -299,13 +299,17 @@ export interface ServeProcess extends CliProcess {
  */
 export async function startServe(
   env: Record<string, string>,
-  options: ProcessOptions & { workers?: number } = {},
+  options: ProcessOptions & { workers?: number; role?: 'all' | 'api' | 'deliver' } = {},
 ): Promise<ServeProcess> {
-  const { workers = 1, ...processOptions } = options;
+  const { workers = 1, role, ...processOptions } = options;
   const port = env.PORT && env.PORT !== '0' ? env.PORT : undefined;
   if (processOptions.stdout === 'ignore' && !port)
     throw new Error("stdout 'ignore' needs a PORT: the address is learnt from the log");
-  const args = options.workers ? ['serve', '--workers', String(workers)] : ['serve'];
+  const args = [
+    'serve',
+    ...(options.workers ? ['--workers', String(workers)] : []),
+    ...(role ? ['--role', role] : []),
+  ];
   const cli = new CliProcess(args, { PORT: '0', ...env }, processOptions);
   try {
     let url: string;

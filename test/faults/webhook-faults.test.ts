@@ -333,3 +333,74 @@ for (const backend of backends) {
     });
   });
 }
+
+for (const backend of backends) {
+  backend.describe(`delivery processes and SIGKILL (${backend.name})`, () => {
+    test('when one of two --role deliver processes is killed with SIGKILL mid-batch, then the other delivers every event the --role api node acknowledged, and no delivery is ever attempted by two processes at once', async (t) => {
+      const receiver = await WebhookReceiver.start();
+      t.after(() => receiver.close());
+      const api = await startTestServer({ backend, env: HOOKS, role: 'api' });
+      const deliverers: ServeProcess[] = [];
+      // The processes go before their database: the api node drops it when it closes.
+      t.after(async () => {
+        for (const process of deliverers) await process.kill();
+        await api.close();
+      });
+      // Each id held for 20 ms: a second attempt of it arriving meanwhile is an overlap.
+      const inFlight = new Set<string>();
+      const overlaps: string[] = [];
+      receiver.answer(async (request) => {
+        const id = request.headers['webhook-id'] as string;
+        if (inFlight.has(id)) overlaps.push(id);
+        inFlight.add(id);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        inFlight.delete(id);
+        return { status: 200 };
+      });
+      const endpoint = await api.request('POST', '/v1/webhook-endpoints', {
+        body: { url: receiver.url('/split') },
+      });
+      assert.equal(endpoint.status, 201);
+      for (let i = 0; i < 200; i += 20)
+        await Promise.all(
+          Array.from({ length: 20 }, async (_, j) => {
+            const res = await api.request('POST', '/v1/pets', {
+              body: { name: `split ${i + j}`, categoryId: 1 },
+            });
+            assert.equal(res.status, 201);
+          }),
+        );
+      const env = {
+        DATABASE_URL: api.database.url,
+        PETSTORE_API_KEYS: KEY,
+        RATE_LIMIT_PER_SECOND: '0',
+        // Short leases: those of the killed process run out within 2 s.
+        WEBHOOK_TIMEOUT_MS: '1000',
+        ...HOOKS,
+      };
+      for (let i = 0; i < 2; i++) deliverers.push(await startServe(env, { role: 'deliver' }));
+      const [doomed] = deliverers as [ServeProcess, ServeProcess];
+      await receiver.waitFor(20, '/split');
+      doomed.signal('SIGKILL');
+      assert.equal((await doomed.exited).signal, 'SIGKILL');
+
+      const all = await eventIds(api.database.url);
+      assert.equal(all.length, 200);
+      await poll('every event to reach the receiver', () => {
+        const got = new Set(idsOf(receiver.received));
+        return all.every((id) => got.has(id)) ? true : undefined;
+      });
+      await poll('every delivery to be recorded as succeeded', async () => {
+        const rows = await queryDatabase(
+          api.database.url,
+          "SELECT 1 FROM webhook_deliveries WHERE status = 'succeeded'",
+        );
+        return rows.length === all.length ? true : undefined;
+      });
+      assert.deepEqual(overlaps, [], 'no delivery attempted by two processes at once');
+      t.diagnostic(
+        `${receiver.received.length} attempts for ${all.length} events (the killed process's attempts in flight were made again)`,
+      );
+    });
+  });
+}

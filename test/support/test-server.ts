@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { Server } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { parse } from 'lossless-json';
@@ -52,6 +53,8 @@ export interface TestServerOptions {
   logger?: AppOptions['logger'];
   /** The storage the app is given, made from the one opened (e.g. one counting its calls). */
   wrapStorage?: (storage: Storage) => Storage;
+  /** `serve --role`: a delivery process serves no API (and so no OpenAPI document: the file's is checked against). */
+  role?: AppOptions['role'];
 }
 
 export function testConfig(url: string, env: Record<string, string> = {}): Config {
@@ -80,6 +83,18 @@ function closeIdleConnections(app: FastifyInstance): void {
   Server.prototype.closeIdleConnections.call(app.server);
 }
 
+/** The document of what a delivery process serves: the API's, its probes and /metrics alone. */
+function probesOnly(): Record<string, unknown> {
+  const document = JSON.parse(readFileSync(new URL('../../openapi.json', import.meta.url), 'utf8')) as {
+    paths: Record<string, unknown>;
+  };
+  const kept = ['/healthz', '/readyz', '/metrics'];
+  return {
+    ...document,
+    paths: Object.fromEntries(Object.entries(document.paths).filter(([path]) => kept.includes(path))),
+  };
+}
+
 /** Starts the real service on port 0 against a fresh database; every response is checked against its OpenAPI document. */
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const database = options.database ?? (await (options.backend ?? sqlite).create());
@@ -92,12 +107,15 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     storage: options.wrapStorage ? options.wrapStorage(storage) : storage,
     ...(options.now ? { now: options.now } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
+    ...(options.role ? { role: options.role } : {}),
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
   const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
   const contract = new OpenApiContract(
-    (await (await fetch(`${url}/v1/openapi.json`)).json()) as Record<string, unknown>,
+    options.role === 'deliver'
+      ? probesOnly()
+      : ((await (await fetch(`${url}/v1/openapi.json`)).json()) as Record<string, unknown>),
   );
 
   const request = async (method: string, path: string, opts: RequestOptions = {}): Promise<TestResponse> => {

@@ -1,0 +1,99 @@
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { backends, test } from '../support/backends.js';
+import { queryDatabase } from '../support/db-inspect.js';
+import { assertError } from '../support/error-body.js';
+import { startTestServer } from '../support/test-server.js';
+import { WebhookReceiver } from '../support/webhook-receiver.js';
+
+/**
+ * `serve --role`: a node in the `api` role serves the API and delivers nothing, one in the `deliver` role
+ * serves nothing but the probes and /metrics and delivers what any node committed. Two nodes on one
+ * database: one SQLite file, or one PostgreSQL database.
+ */
+
+const HOOKS = { WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8' };
+
+const count = async (url: string, sql: string) =>
+  Number((await queryDatabase<{ n: number | bigint | string }>(url, sql))[0]?.n);
+
+for (const backend of backends) {
+  backend.describe(`serve --role (${backend.name})`, () => {
+    test('when a --role api node takes creates, then it neither fans out nor attempts a delivery; a --role deliver node on the same database then delivers every event once', async (t) => {
+      const receiver = await WebhookReceiver.start();
+      t.after(() => receiver.close());
+      const api = await startTestServer({ backend, env: HOOKS, role: 'api' });
+      t.after(() => api.close());
+      const endpoint = await api.request('POST', '/v1/webhook-endpoints', {
+        body: { url: receiver.url('/roles') },
+      });
+      assert.equal(endpoint.status, 201);
+      for (let i = 0; i < 10; i++)
+        assert.equal(
+          (await api.request('POST', '/v1/pets', { body: { name: `role ${i}`, categoryId: 1 } })).status,
+          201,
+        );
+      // A node that delivers fans out and attempts within a round (10 ms); this one is given 30 rounds.
+      await sleep(300);
+      assert.equal(receiver.received.length, 0, 'no attempt from the api node');
+      assert.equal(
+        await count(api.database.url, 'SELECT count(*) AS n FROM webhook_deliveries'),
+        0,
+        'no delivery fanned out',
+      );
+      assert.doesNotMatch((await api.request('GET', '/metrics')).text, /^petstore_webhook_attempts_total\{/m);
+
+      const deliver = await startTestServer({ database: api.database, env: HOOKS, role: 'deliver' });
+      t.after(() => deliver.close());
+      await receiver.waitFor(10, '/roles');
+      const events = await queryDatabase<{ id: number | bigint }>(
+        api.database.url,
+        'SELECT id FROM events ORDER BY id',
+      );
+      assert.equal(events.length, 10);
+      const delivered = receiver.received.map((r) => Number(r.headers['webhook-id'])).sort((a, b) => a - b);
+      assert.deepEqual(
+        delivered,
+        events.map((e) => Number(e.id)),
+      );
+      const metrics = (await deliver.request('GET', '/metrics')).text;
+      assert.match(metrics, /^petstore_webhook_attempts_total\{outcome="succeeded"\} 10$/m);
+      // Each 2xx is counted in the lag histogram, from the event's occurredAt.
+      assert.match(metrics, /^petstore_webhook_delivery_lag_seconds_count 10$/m);
+    });
+
+    test('when a --role deliver node is asked for anything but /healthz, /readyz and /metrics, then it answers 404 not_found', async (t) => {
+      const deliver = await startTestServer({ backend, role: 'deliver' });
+      t.after(() => deliver.close());
+      const health = await deliver.request('GET', '/healthz', { key: null });
+      assert.equal(health.status, 200);
+      assert.deepEqual(health.json(), { status: 'ok' });
+      const ready = await deliver.request('GET', '/readyz', { key: null });
+      assert.equal(ready.status, 200);
+      assert.deepEqual(ready.json(), { status: 'ready' });
+      const metrics = await deliver.request('GET', '/metrics', { key: null });
+      assert.equal(metrics.status, 200);
+      assert.match(metrics.text, /^# TYPE petstore_webhook_delivery_lag_seconds histogram$/m);
+      for (const [method, path] of [
+        ['GET', '/v1/pets'],
+        ['POST', '/v1/pets'],
+        ['GET', '/v1/pets/1'],
+        ['GET', '/v1/events'],
+        ['GET', '/v1/webhook-endpoints'],
+        ['GET', '/v1/openapi.json'],
+        ['GET', '/docs'],
+      ] as const)
+        assertError(
+          await deliver.request(
+            method,
+            path,
+            method === 'POST' ? { body: { name: 'x', categoryId: 1 } } : {},
+          ),
+          404,
+          'not_found',
+          undefined,
+          `${method} ${path}`,
+        );
+    });
+  });
+}
