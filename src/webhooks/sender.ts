@@ -15,6 +15,18 @@ interface Client {
  */
 const MAX_POOLS = 256;
 
+interface Target {
+  href: string;
+  target: URL;
+  /** Why the URL's literal address may not be connected to; undefined when it may. */
+  refused: string | undefined;
+}
+
+interface Pool {
+  agent: Agent;
+  url: Target | undefined;
+}
+
 import type { NetworkPolicy } from '../domain/network-policy.js';
 import { VERSION } from '../version.js';
 
@@ -69,8 +81,8 @@ export class WebhookSender {
    * with no endpoint) does not pay the 50 ms of loading it.
    */
   #client: Promise<Client> | undefined;
-  /** Each endpoint's pool, least recently used first. */
-  readonly #pools = new Map<bigint, Agent>();
+  /** Each endpoint's pool, least recently used first, with its URL as last judged. */
+  readonly #pools = new Map<bigint, Pool>();
 
   constructor(
     policy: NetworkPolicy,
@@ -90,25 +102,41 @@ export class WebhookSender {
     return this.#client;
   }
 
-  #pool(endpointId: bigint, { Agent: UndiciAgent }: Client): Agent {
+  #pool(endpointId: bigint, { Agent: UndiciAgent }: Client): Pool {
     let pool = this.#pools.get(endpointId);
     if (pool) {
       this.#pools.delete(endpointId); // to the back: most recently used
     } else {
-      pool = new UndiciAgent({
-        connections: this.#connectionsPerEndpoint,
-        connect: { lookup: guardedLookup(this.#policy), timeout: this.#timeoutMs },
-        headersTimeout: this.#timeoutMs,
-        bodyTimeout: this.#timeoutMs,
-      });
+      pool = {
+        agent: new UndiciAgent({
+          connections: this.#connectionsPerEndpoint,
+          connect: { lookup: guardedLookup(this.#policy), timeout: this.#timeoutMs },
+          headersTimeout: this.#timeoutMs,
+          bodyTimeout: this.#timeoutMs,
+        }),
+        url: undefined,
+      };
       const [oldest] = this.#pools;
       if (oldest && this.#pools.size >= MAX_POOLS) {
         this.#pools.delete(oldest[0]);
-        void oldest[1].close().catch(() => undefined); // its requests under way finish first
+        void oldest[1].agent.close().catch(() => undefined); // its requests under way finish first
       }
     }
     this.#pools.set(endpointId, pool);
     return pool;
+  }
+
+  /** The endpoint's URL parsed and judged once, not per attempt: a literal address must be permitted. */
+  #target(pool: Pool, url: string): Target {
+    if (pool.url?.href !== url) {
+      const target = new URL(url);
+      const host = target.hostname.startsWith('[') ? target.hostname.slice(1, -1) : target.hostname;
+      // A literal address is connected to without any lookup: judged here.
+      const refused =
+        isIP(host) && !this.#policy.permits(host) ? `refused: ${host} is not a public address` : undefined;
+      pool.url = { href: url, target, refused };
+    }
+    return pool.url;
   }
 
   async send(
@@ -117,14 +145,12 @@ export class WebhookSender {
     headers: Record<string, string>,
     body: string,
   ): Promise<SendResult> {
-    const target = new URL(url);
-    const host = target.hostname.startsWith('[') ? target.hostname.slice(1, -1) : target.hostname;
-    // A literal address is connected to without any lookup: judged here.
-    if (isIP(host) && !this.#policy.permits(host))
-      return { answered: false, error: `refused: ${host} is not a public address` };
     const client = await this.#load();
     const { request, errors } = client;
-    const agent = this.#pool(endpointId, client);
+    const pool = this.#pool(endpointId, client);
+    const { target, refused } = this.#target(pool, url);
+    if (refused) return { answered: false, error: refused };
+    const agent = pool.agent;
     try {
       const answer = await request(target, {
         method: 'POST',
@@ -148,7 +174,7 @@ export class WebhookSender {
   async destroy(): Promise<void> {
     const pools = [...this.#pools.values()];
     this.#pools.clear();
-    await Promise.all(pools.map((pool) => pool.destroy()));
+    await Promise.all(pools.map((pool) => pool.agent.destroy()));
   }
 }
 

@@ -296,6 +296,19 @@ describe('petstore help', { concurrency: 4 }, () => {
     }
   });
 
+  test('when serve is given a --role that is not api, deliver or all, then it exits non-zero naming the three, and --help describes each', async () => {
+    const wrong = await runInProcess(['serve', '--role', 'worker']);
+    assert.notEqual(wrong.code, 0);
+    assert.match(wrong.stderr, /--role <role>.*'worker' is invalid.*all, api, deliver/s);
+    const help = await runInProcess(['serve', '--help']);
+    // Commander wraps the description: compared with its lines joined.
+    const options = help.stdout.replace(/\n\s+/g, ' ');
+    assert.match(
+      options,
+      /--role <role> +what the process does: "api" serves the API and delivers no webhook; "deliver" delivers webhooks and answers only \/healthz, \/readyz and \/metrics; "all" does both \(choices: "all", "api", "deliver", default: "all"\)/,
+    );
+  });
+
   test('when run with serve --help, then it lists every environment variable with its meaning and exits 0', async () => {
     const result = await runInProcess(['serve', '--help']);
     assert.equal(result.code, 0, result.stderr);
@@ -654,13 +667,14 @@ describe('petstore serve', { concurrency: 4 }, () => {
     );
   });
 
-  test('when it starts, then its first log line says which version runs, on which Node.js', async (t) => {
+  test('when it starts, then its first log line says which version runs, on which Node.js, in which role', async (t) => {
     const db = await database(t);
     const server = await serve(t, { DATABASE_URL: db.url, PETSTORE_API_KEYS: ENV_KEY });
     const first = jsonLines(server.stdout)[0];
-    assert.equal(first?.msg, `petstore ${PACKAGE_VERSION} on Node.js ${process.version}`);
+    assert.equal(first?.msg, `petstore ${PACKAGE_VERSION} on Node.js ${process.version} (role: all)`);
     assert.equal(first?.version, PACKAGE_VERSION);
     assert.equal(first?.node, process.version);
+    assert.equal(first?.role, 'all');
   });
 
   test('when started with the default DATABASE_URL, then it logs the absolute path of the database it opened, under the working directory', async (t) => {
