@@ -950,10 +950,11 @@ describe('the Compose example', () => {
         }
       }
     })();
+    let downing = 0;
     let downTook = 0;
     try {
       await within('creates under way', 30_000, async () => (during.acknowledged >= 10 ? true : undefined));
-      const downing = Date.now();
+      downing = Date.now();
       await composeRun(compose, ['down']);
       downTook = Date.now() - downing;
     } finally {
@@ -964,6 +965,34 @@ describe('the Compose example', () => {
       `down: compose down in ${(downTook / 1000).toFixed(1)} s, creates going on throughout: ${during.acknowledged} acknowledged (from just before it), ${during.refused} not`,
     );
     assert.equal((await containersOf('petstore')).length, 0);
+    // The signals each container got (Docker's events): the service and PostgreSQL stopped on their own
+    // signal, SIGTERM and SIGINT, never killed when their grace period ran out.
+    const signals = (
+      await docker([
+        'events',
+        '--since',
+        String(Math.floor(downing / 1000)),
+        '--until',
+        String(Math.ceil(Date.now() / 1000)),
+        '--filter',
+        'type=container',
+        '--filter',
+        'event=kill',
+        '--format',
+        '{{.Actor.Attributes.name}} {{.Actor.Attributes.signal}}',
+      ])
+    )
+      .split('\n')
+      .filter((line) => line.startsWith(`${PROJECT}_`))
+      .map((line) => line.slice(PROJECT.length + 1));
+    const killed = signals.filter((line) => line.endsWith(' 9')).map((line) => line.split(' ')[0]);
+    for (const service of ['petstore_1', 'petstore-deliver_1', 'postgres_1'])
+      assert.ok(!killed.includes(service), `${service} was killed: ${signals.join(', ')}`);
+    assert.ok(
+      signals.includes('postgres_1 2'),
+      `PostgreSQL got SIGINT, its fast shutdown: ${signals.join(', ')}`,
+    );
+    t.diagnostic(`down: signals sent (Docker's events): ${signals.join(', ')}`);
 
     const upping = Date.now();
     await composeRun(compose, ['up', '-d', '--no-build']);
