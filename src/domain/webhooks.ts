@@ -192,7 +192,8 @@ export interface WebhookStore {
   count(): Promise<number>;
   /**
    * `listener` is called when deliveries may have become due sooner than nextDueAt said: new events,
-   * a retry, an endpoint enabled (on this node; on PostgreSQL on any node). Returns the unsubscribe.
+   * a retry, an endpoint enabled, on any node (on SQLite, another process's commits within 100 ms).
+   * Returns the unsubscribe.
    */
   watch(listener: () => void): () => void;
   /** Endpoints copied from another database, ids and secrets kept; an id already present is left as it is. */

@@ -118,6 +118,8 @@ export class Deliverer {
   /** When the next fan-out may start (performance.now()), and whether events may be left to fan out. */
   #fanOutAt = 0;
   #fanOutLeft = true;
+  /** Whether the last sleep ran its whole MAX_IDLE_MS, unwoken. */
+  #sleptLongest = false;
   /** Whether the last claim found more due than it could take. */
   #moreDue = false;
 
@@ -169,9 +171,11 @@ export class Deliverer {
       const since = performance.now() - roundStarted;
       if (since < MIN_ROUND_MS) await sleep(MIN_ROUND_MS - since);
       roundStarted = performance.now();
-      // Woken: new events may wait to be fanned out.
-      if (this.#woken) this.#fanOutLeft = true;
+      // Woken (new events), or slept its longest (a wake-up may have been missed): events may wait to be
+      // fanned out. A look costs one index lookup.
+      if (this.#woken || this.#sleptLongest) this.#fanOutLeft = true;
       this.#woken = false;
+      this.#sleptLongest = false;
       let waitMs: number;
       try {
         waitMs = await this.#round();
@@ -179,7 +183,10 @@ export class Deliverer {
         this.#logFailure(error, {}, 'claiming webhook deliveries failed');
         waitMs = STORAGE_PAUSE_MS;
       }
-      if (waitMs > 0 && !this.#woken && !this.#stopping) await this.#sleep(waitMs);
+      if (waitMs > 0 && !this.#woken && !this.#stopping) {
+        await this.#sleep(waitMs);
+        this.#sleptLongest = waitMs >= MAX_IDLE_MS && !this.#woken;
+      }
     }
   }
 

@@ -100,6 +100,30 @@ export class SqliteEventLog {
  */
 const OTHER_PROCESSES_POLL_MS = 100;
 
+/**
+ * Calls `listener` within OTHER_PROCESSES_POLL_MS of a commit by another connection to the file (another
+ * worker, a delivery process beside the API): `PRAGMA data_version` changes with each. Returns the
+ * unsubscribe.
+ */
+export function watchOtherProcesses(db: Database.Database, listener: () => void): () => void {
+  const version = db.prepare<[], number>('PRAGMA data_version').pluck();
+  let seen = version.get();
+  const timer = setInterval(() => {
+    let now: number | undefined;
+    try {
+      now = version.get();
+    } catch {
+      return; // closed, or unreadable for a moment: the next tick asks again
+    }
+    if (now !== seen) {
+      seen = now;
+      listener();
+    }
+  }, OTHER_PROCESSES_POLL_MS);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
 export class SqliteEventStore implements EventStore {
   readonly #db: Database.Database;
   readonly #log: SqliteEventLog;
@@ -132,23 +156,9 @@ export class SqliteEventStore implements EventStore {
    */
   watch(listener: () => void): () => void {
     const unwatch = this.#log.watchAppends(listener);
-    const version = this.#db.prepare<[], number>('PRAGMA data_version').pluck();
-    let seen = version.get();
-    const timer = setInterval(() => {
-      let now: number | undefined;
-      try {
-        now = version.get();
-      } catch {
-        return; // closed, or unreadable for a moment: the next tick asks again
-      }
-      if (now !== seen) {
-        seen = now;
-        listener();
-      }
-    }, OTHER_PROCESSES_POLL_MS);
-    timer.unref();
+    const unwatchOthers = watchOtherProcesses(this.#db, listener);
     return () => {
-      clearInterval(timer);
+      unwatchOthers();
       unwatch();
     };
   }

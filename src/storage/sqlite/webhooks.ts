@@ -24,7 +24,7 @@ import {
   statusAfter,
 } from '../../domain/webhooks.js';
 import { CreateBatcher } from '../create-batcher.js';
-import type { SqliteEventLog } from './events.js';
+import { type SqliteEventLog, watchOtherProcesses } from './events.js';
 
 interface EndpointRow {
   id: bigint;
@@ -513,7 +513,13 @@ export class SqliteWebhookStore implements WebhookStore {
       .immediate();
   }
 
+  /** This process's events wake at once; another process's commits (an API process beside) within 100 ms. */
   watch(listener: () => void): () => void {
-    return this.#log.watch(listener);
+    const unwatch = this.#log.watch(listener);
+    const unwatchOthers = watchOtherProcesses(this.#db, listener);
+    return () => {
+      unwatchOthers();
+      unwatch();
+    };
   }
 }
