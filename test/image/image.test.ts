@@ -710,6 +710,21 @@ describe('the Compose example', () => {
     return id;
   }
 
+  /**
+   * The volumes Docker made for the VOLUMEs of the project's images (the service's /data, Redis's /data),
+   * kept for the file's after hook to remove: `compose down` without -v leaves them, and after it even
+   * `down -v` no longer knows them.
+   */
+  async function keepVolumesToRemove(): Promise<void> {
+    const ids = (
+      await docker(['ps', '-a', '-q', '--filter', `label=com.docker.compose.project=${PROJECT}`])
+    ).split('\n');
+    for (const id of ids.filter(Boolean)) {
+      const mounts = await docker(['inspect', '--format', '{{range .Mounts}}{{.Name}} {{end}}', id]);
+      for (const name of mounts.split(' ').filter(Boolean)) volumes.add(name);
+    }
+  }
+
   /** HAProxy's log (since its container started). */
   const haproxyLog = async () => logs(((await containersOf('haproxy'))[0] as string) ?? '');
   /** The servers HAProxy took out: each "Server petstore/petstoreN is DOWN" or "is going DOWN" it logged. */
@@ -736,7 +751,8 @@ describe('the Compose example', () => {
 
   after(async () => {
     if (!compose) return;
-    // Containers, network and volume, whatever the tests' outcome.
+    // Containers, network and volumes, whatever the tests' outcome.
+    await keepVolumesToRemove().catch(() => undefined);
     await composeRun(compose, ['down', '-v', '--remove-orphans', '--timeout', '10']).catch(() => undefined);
     await new Promise((resolve) => (receiver ? receiver.close(resolve) : resolve(undefined)));
   });
@@ -956,6 +972,7 @@ describe('the Compose example', () => {
     let downTook = 0;
     try {
       await within('creates under way', 30_000, async () => (during.acknowledged >= 10 ? true : undefined));
+      await keepVolumesToRemove();
       downing = Date.now();
       await composeRun(compose, ['down']);
       downTook = Date.now() - downing;
