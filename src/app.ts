@@ -32,6 +32,7 @@ import { metricsEndpoint, ServiceMetrics } from './http/metrics.js';
 import { openApi } from './http/openapi.js';
 import { shedLoad } from './http/overload.js';
 import { rateLimit } from './http/rate-limit.js';
+import { readScope } from './http/read-scope.js';
 import { requestHead } from './http/request-head.js';
 import { requestIdFor } from './http/request-id.js';
 import { RequestLog } from './http/request-log.js';
@@ -215,6 +216,8 @@ export async function buildApp({
         });
         // Right after knowing the caller, before anything is validated or counted: 403 without the scope.
         await v1.register(scopes);
+        // Whose reads these are, for read-your-writes on replicas (the PostgreSQL adapter reads it).
+        await v1.register(readScope);
         await v1.register(rateLimit, { buckets, policy: config.rateLimit, metrics });
         // Last before the routes: a 304 is decided once every check above has passed.
         await v1.register(conditionalRequests);

@@ -24,7 +24,8 @@ export async function withStorage<T>(
   const { loadConfig } = await import('../config/config.js');
   const { databaseUrl, ...config } = loadConfig(io.env);
   if (!create) refuseMissingDatabase(databaseUrl, 'DATABASE_URL');
-  const storage = await openStorage({ ...config, databaseUrl });
+  // The command line reads and writes on the primary: no replicas to probe.
+  const storage = await openStorage({ ...config, databaseUrl, databaseReplicaUrls: [] });
   try {
     if (announce) io.stderr.write(`database: ${databaseLocation(databaseUrl)}\n`);
     return await work(storage);

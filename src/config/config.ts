@@ -99,6 +99,20 @@ const EnvSchema = Type.Object({
     description:
       'Longest wait for the database: for a connection, a statement, a lock. Past it the request gets 503 unavailable with Retry-After.',
   }),
+  DATABASE_REPLICA_URLS: Type.String({
+    default: '',
+    pattern: '^(\\s*postgres(ql)?://[^,\\s]+\\s*(,\\s*postgres(ql)?://[^,\\s]+\\s*)*)?$',
+    [EXPECTED]: 'postgres:// URLs of streaming replicas of DATABASE_URL, separated by commas',
+    description:
+      "PostgreSQL streaming replicas of DATABASE_URL, comma-separated postgres:// URLs: the API's reads go to one that has replayed the caller's last write, else to the primary. Empty: every read on the primary.",
+  }),
+  DATABASE_REPLICA_MAX_LAG_MS: Type.Integer({
+    minimum: 0,
+    maximum: 3_600_000,
+    default: 1000,
+    description:
+      'A replica whose replay is further behind the primary than this is not read from (callers that never wrote may see data this old).',
+  }),
   PETSTORE_API_KEYS: Type.String({
     default: '',
     pattern: '^(\\s*[^,\\s]{16,}\\s*(,\\s*[^,\\s]{16,}\\s*)*)?$',
@@ -295,6 +309,10 @@ export interface Config {
   databaseUrl: string;
   databasePoolSize: number;
   databaseTimeoutMs: number;
+  /** PostgreSQL streaming replicas of databaseUrl for the API's reads; empty: none (always with SQLite). */
+  databaseReplicaUrls: string[];
+  /** A replica further behind than this is not read from. */
+  databaseReplicaMaxLagMs: number;
   apiKeys: string[];
   publicBaseUrl: string | undefined;
   stagingBaseUrl: string | undefined;
@@ -376,6 +394,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseUrl: parsed.DATABASE_URL,
     databasePoolSize: parsed.DATABASE_POOL_SIZE,
     databaseTimeoutMs: parsed.DATABASE_TIMEOUT_MS,
+    databaseReplicaUrls: replicaUrls(parsed.DATABASE_URL, list(parsed.DATABASE_REPLICA_URLS)),
+    databaseReplicaMaxLagMs: parsed.DATABASE_REPLICA_MAX_LAG_MS,
     apiKeys: list(parsed.PETSTORE_API_KEYS),
     publicBaseUrl: parsed.PUBLIC_BASE_URL?.replace(/\/$/, ''),
     stagingBaseUrl: parsed.STAGING_BASE_URL?.replace(/\/$/, ''),
@@ -416,6 +436,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       policy: new NetworkPolicy(allowedNetworks(parsed.WEBHOOK_ALLOWED_NETWORKS)),
     },
   };
+}
+
+/** Replicas are PostgreSQL's streaming replicas: SQLite has none, and a list given with it is a mistake. */
+function replicaUrls(databaseUrl: string, urls: string[]): string[] {
+  if (urls.length > 0 && !/^postgres(ql)?:\/\//.test(databaseUrl))
+    throw new ConfigError(
+      'invalid configuration: DATABASE_REPLICA_URLS must be empty unless DATABASE_URL is a postgres:// URL (replicas are PostgreSQL streaming replicas)',
+    );
+  return urls;
 }
 
 function allowedNetworks(list: string): BlockList {

@@ -4,7 +4,7 @@ import fp from 'fastify-plugin';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { Type } from 'typebox';
 import { StorageUnavailableError } from '../domain/errors.js';
-import type { Storage } from '../domain/storage.js';
+import type { ReadStats, Storage } from '../domain/storage.js';
 import type { PendingDeliveries } from '../domain/webhooks.js';
 import { interceptErrors } from '../storage/intercept-errors.js';
 import { NODE_VERSION, VERSION } from '../version.js';
@@ -136,6 +136,46 @@ export class ServiceMetrics {
         },
       });
     }
+    const reads = storage.readStats?.();
+    if (reads) this.#watchReplicas(storage);
+  }
+
+  /** With replicas (DATABASE_REPLICA_URLS): where the API's reads went, each replica's lag and state. */
+  #watchReplicas(storage: Storage): void {
+    const stats = () => storage.readStats?.() as ReadStats;
+    new Counter({
+      name: 'petstore_db_reads_total',
+      help: "The API's reads (GET, HEAD), by where they were served: a replica fresh enough for the caller, else the primary.",
+      labelNames: ['target'],
+      registers: [this.registry],
+      collect() {
+        const { reads } = stats();
+        this.reset();
+        this.inc({ target: 'primary' }, reads.primary);
+        this.inc({ target: 'replica' }, reads.replica);
+      },
+    });
+    new Gauge({
+      name: 'petstore_db_replica_lag_seconds',
+      help: 'How far each replica replay is behind the primary, as last probed (+Inf while not known).',
+      labelNames: ['replica'],
+      // Each worker probes on its own: the worst of their figures.
+      aggregator: 'max',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const replica of stats().replicas) this.set({ replica: replica.name }, replica.lagSeconds);
+      },
+    });
+    new Gauge({
+      name: 'petstore_db_replicas_set_aside',
+      help: 'Replicas not used because they failed, did not answer or are not standbys; probed again after a few seconds.',
+      aggregator: 'max',
+      registers: [this.registry],
+      collect() {
+        this.set(stats().replicas.filter((replica) => replica.setAside).length);
+      },
+    });
   }
 
   /** The API port's open connections, and those closed on arrival because MAX_CONNECTIONS were open. */

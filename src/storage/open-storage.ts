@@ -11,7 +11,11 @@ export async function openStorage(
     databaseUrl,
     databasePoolSize,
     databaseTimeoutMs,
-  }: Pick<Config, 'databaseUrl' | 'databasePoolSize' | 'databaseTimeoutMs'>,
+    databaseReplicaUrls = [],
+    databaseReplicaMaxLagMs,
+    redisUrl,
+  }: Pick<Config, 'databaseUrl' | 'databasePoolSize' | 'databaseTimeoutMs'> &
+    Partial<Pick<Config, 'databaseReplicaUrls' | 'databaseReplicaMaxLagMs' | 'redisUrl'>>,
   /** The key cache's clock; only PostgreSQL's cache remembers an active key, so only it needs one. */
   now: () => number = Date.now,
 ): Promise<Storage> {
@@ -25,6 +29,9 @@ export async function openStorage(
       poolSize: databasePoolSize,
       timeoutMs: databaseTimeoutMs,
       now,
+      replicaUrls: databaseReplicaUrls,
+      ...(databaseReplicaMaxLagMs === undefined ? {} : { replicaMaxLagMs: databaseReplicaMaxLagMs }),
+      redisUrl,
     });
   }
   throw new Error(

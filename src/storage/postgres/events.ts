@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { EventListQuery, EventStore, EventType, NewEvent, StoredEvent } from '../../domain/events.js';
 import { countRows } from './count.js';
 import type { PostgresNotifications } from './notifications.js';
-import { inTransaction } from './transaction.js';
+import { inTransaction, type ReadPool } from './transaction.js';
 
 /** The channel on which a commit that added deliveries wakes every node's deliverer. */
 export const WEBHOOKS_CHANNEL = 'petstore_webhooks';
@@ -70,15 +70,24 @@ export async function appendEvents(client: pg.PoolClient, events: readonly NewEv
 
 export class PostgresEventStore implements EventStore {
   readonly #pool: pg.Pool;
+  /**
+   * Where the API's reads go: the pool, or the replicas' router (replicas.ts). The feed's rule holds on
+   * a hot standby as on the primary: a standby makes a transaction visible when it replays its commit
+   * record, in WAL order, and EVENT_ORDER_LOCK puts those records in id order (the lock is released
+   * after the commit is written and visible). So every server, the primary or any replica however far
+   * behind, shows a prefix of the events, and pages read from one and then another skip nothing.
+   */
+  readonly #reads: ReadPool;
   readonly #notifications: PostgresNotifications;
 
-  constructor(pool: pg.Pool, notifications: PostgresNotifications) {
+  constructor(pool: pg.Pool, notifications: PostgresNotifications, reads: ReadPool = pool) {
     this.#pool = pool;
+    this.#reads = reads;
     this.#notifications = notifications;
   }
 
   async list({ afterId, types, limit }: EventListQuery): Promise<StoredEvent[]> {
-    const { rows } = await this.#pool.query<EventRow>(
+    const { rows } = await this.#reads.query<EventRow>(
       types.length === 0
         ? {
             name: 'events_page',
@@ -95,7 +104,7 @@ export class PostgresEventStore implements EventStore {
   }
 
   async findById(id: bigint): Promise<StoredEvent | undefined> {
-    const { rows } = await this.#pool.query<EventRow>({
+    const { rows } = await this.#reads.query<EventRow>({
       name: 'event_by_id',
       text: 'SELECT id, type, occurred_at, data FROM events WHERE id = $1',
       values: [id],
@@ -105,7 +114,7 @@ export class PostgresEventStore implements EventStore {
 
   /** max(id) is enough: ids are drawn under EVENT_ORDER_LOCK, so a committed id has no smaller one still to commit. */
   async lastId(): Promise<bigint> {
-    const { rows } = await this.#pool.query<{ id: bigint }>({
+    const { rows } = await this.#reads.query<{ id: bigint }>({
       name: 'events_last_id',
       text: 'SELECT coalesce(max(id), 0)::bigint AS id FROM events',
     });

@@ -20,7 +20,7 @@ import { CreateBatcher } from '../create-batcher.js';
 import { countRows } from './count.js';
 import { appendEvents } from './events.js';
 import type { PostgresIdempotencyKeys } from './idempotency.js';
-import { inTransaction } from './transaction.js';
+import { inTransaction, type ReadPool } from './transaction.js';
 
 const ORDER_COLUMNS = 'id, pet_id, status, placed_at';
 
@@ -161,13 +161,16 @@ class Refusal {
  */
 export class PostgresOrderStore implements OrderStore {
   readonly #pool: pg.Pool;
+  /** Where the API's reads go: the pool, or the replicas' router (replicas.ts). */
+  readonly #reads: ReadPool;
   readonly #idempotency: PostgresIdempotencyKeys;
   readonly #writes: CreateBatcher<OrderWrite, PlacedOrder | SettledOrder>;
   /** Keyed placements under way, for settled(). */
   readonly #inFlight = new Set<Promise<unknown>>();
 
-  constructor(pool: pg.Pool, idempotency: PostgresIdempotencyKeys) {
+  constructor(pool: pg.Pool, idempotency: PostgresIdempotencyKeys, reads: ReadPool = pool) {
     this.#pool = pool;
+    this.#reads = reads;
     this.#idempotency = idempotency;
     this.#writes = new CreateBatcher(
       (writes) => inTransaction(this.#pool, (client) => this.#writeAll(client, writes)),
@@ -317,12 +320,12 @@ export class PostgresOrderStore implements OrderStore {
   }
 
   async findById(id: bigint): Promise<Order | undefined> {
-    const { rows } = await this.#pool.query<OrderRow>(ORDER_SQL.byId(id));
+    const { rows } = await this.#reads.query<OrderRow>(ORDER_SQL.byId(id));
     return rows[0] && toOrder(rows[0]);
   }
 
   async list(query: OrderListQuery): Promise<Order[]> {
-    const { rows } = await this.#pool.query<OrderRow>(pageQuery(query));
+    const { rows } = await this.#reads.query<OrderRow>(pageQuery(query));
     return rows.map(toOrder);
   }
 

@@ -14,7 +14,7 @@ import { type PetRow, toPet } from '../pet-row.js';
 import { countRows } from './count.js';
 import { appendEvents } from './events.js';
 import type { PostgresIdempotencyKeys } from './idempotency.js';
-import { inTransaction } from './transaction.js';
+import { inTransaction, type ReadPool } from './transaction.js';
 
 const PET_COLUMNS = 'id, name, category_id, status';
 
@@ -151,6 +151,8 @@ const byClaim = (a: PetCreation, b: PetCreation): number => {
 /** Pets on PostgreSQL. int8 columns are parsed to bigint by the pool (postgres-storage.ts). */
 export class PostgresPetStore implements PetStore {
   readonly #pool: pg.Pool;
+  /** Where the API's reads go: the pool, or the replicas' router (replicas.ts). */
+  readonly #reads: ReadPool;
   /** createPet's Idempotency-Key records. */
   readonly #idempotency: PostgresIdempotencyKeys;
   // One batch in flight at a time; creates arriving meanwhile go together in the next one.
@@ -158,8 +160,9 @@ export class PostgresPetStore implements PetStore {
     name: 'pets.create',
   });
 
-  constructor(pool: pg.Pool, idempotency: PostgresIdempotencyKeys) {
+  constructor(pool: pg.Pool, idempotency: PostgresIdempotencyKeys, reads: ReadPool = pool) {
     this.#pool = pool;
+    this.#reads = reads;
     this.#idempotency = idempotency;
   }
 
@@ -220,17 +223,17 @@ export class PostgresPetStore implements PetStore {
   }
 
   async findById(id: bigint): Promise<Pet | undefined> {
-    const { rows } = await this.#pool.query<PetRow>(PET_READS.byId(id));
+    const { rows } = await this.#reads.query<PetRow>(PET_READS.byId(id));
     return rows[0] && toPet(rows[0]);
   }
 
   async findJsonById(id: bigint): Promise<string | undefined> {
-    const { rows } = await this.#pool.query<{ json: string }>(PET_READS.jsonById(id));
+    const { rows } = await this.#reads.query<{ json: string }>(PET_READS.jsonById(id));
     return rows[0]?.json;
   }
 
   async listJson({ status, ids, afterId, limit }: PetListQuery): Promise<PetPageJson> {
-    const { rows } = await this.#pool.query<JsonPageRow>(
+    const { rows } = await this.#reads.query<JsonPageRow>(
       ids
         ? PET_READS.jsonPageByIds(ids, status, afterId, limit)
         : status
@@ -242,7 +245,7 @@ export class PostgresPetStore implements PetStore {
   }
 
   async list({ status, ids, afterId, limit }: PetListQuery): Promise<Pet[]> {
-    const { rows } = await this.#pool.query<PetRow>(
+    const { rows } = await this.#reads.query<PetRow>(
       ids
         ? PET_READS.pageByIds(ids, status, afterId, limit)
         : status

@@ -1,16 +1,19 @@
 import pg from 'pg';
 import { ApiKeyCache } from '../../domain/api-key-cache.js';
 import type { EventStore } from '../../domain/events.js';
+import { currentReadScope } from '../../domain/read-scope.js';
 import type {
   ApiKeyStore,
   IdempotencyStore,
   OrderStore,
   PetStore,
   PoolStats,
+  ReadStats,
   SchemaVersions,
   Storage,
 } from '../../domain/storage.js';
 import type { WebhookStore } from '../../domain/webhooks.js';
+import { wrapMethods } from '../intercept-errors.js';
 import { toStorageError, translateUnavailable } from '../unavailable.js';
 import { PostgresApiKeyStore } from './api-keys.js';
 import { isPostgresUnavailable } from './errors.js';
@@ -20,8 +23,11 @@ import { migrate } from './migrations.js';
 import { PostgresNotifications } from './notifications.js';
 import { PostgresOrderStore } from './orders.js';
 import { PostgresPetStore } from './pets.js';
+import { ReadRouter, type ReplicaEvents } from './replicas.js';
 import { PostgresSecrets } from './secrets.js';
+import { followCommits, type ReadPool } from './transaction.js';
 import { PostgresWebhookStore } from './webhooks.js';
+import { MemoryWritePositions, RedisWritePositions, type WritePositions } from './write-positions.js';
 
 export interface PostgresOptions {
   /** Connections this process may hold (DATABASE_POOL_SIZE). */
@@ -30,6 +36,59 @@ export interface PostgresOptions {
   timeoutMs: number;
   /** The key cache's clock (milliseconds): a test moves it past KEY_CACHE_TTL_MS instead of waiting. */
   now?: () => number;
+  /** Streaming replicas of the primary for the API's reads (DATABASE_REPLICA_URLS); none by default. */
+  replicaUrls?: readonly string[];
+  /** A replica further behind than this is not read from (DATABASE_REPLICA_MAX_LAG_MS). */
+  replicaMaxLagMs?: number;
+  /** Where keys' write positions are shared between nodes (REDIS_URL); this process only when unset. */
+  redisUrl?: string | undefined;
+  /** Told when a replica is set aside or used again (logs). */
+  replicaEvents?: ReplicaEvents;
+}
+
+/**
+ * How long a key's write position is kept. Past it any replica still in use has replayed the write:
+ * one in use is within the lag bound, far shorter (GitLab keeps its positions 30 s).
+ */
+const writePositionTtlMs = (maxLagMs: number) => Math.max(30_000, maxLagMs * 10);
+
+/** These writes commit through inTransaction, whose commits report the position (followCommits). */
+const FOLLOWED_WRITES = {
+  pets: ['create'],
+  orders: ['place', 'settle'],
+  webhooks: ['createEndpoint'],
+} as const;
+/** These are one statement each, committed on their own: the position is asked for after them. */
+const OTHER_WRITES = {
+  webhooks: ['deleteEndpoint', 'enableEndpoint', 'rotateSecret', 'retryDelivery'],
+} as const;
+
+/**
+ * The store, with each write by a caller (in a read scope) recording, once it has committed and before
+ * it resolves (so before the client hears of it), the primary's position for the caller's key.
+ */
+function recordingWrites<T extends object>(
+  store: T,
+  followed: readonly string[],
+  other: readonly string[],
+  router: ReadRouter,
+  lastCommit: () => bigint,
+): T {
+  return wrapMethods(store, (call, method) => {
+    const position = followed.includes(method)
+      ? async () => lastCommit()
+      : other.includes(method)
+        ? () => router.primaryPosition()
+        : undefined;
+    if (!position) return (...args) => call(args);
+    return async (...args) => {
+      // Read now, in the caller's context: a create joins a batch committed from another.
+      const scope = currentReadScope();
+      const result = await call(args);
+      if (scope) await router.wrote(scope.key, await position());
+      return result;
+    };
+  });
 }
 
 /**
@@ -82,6 +141,38 @@ export function newPool(url: string, { poolSize, timeoutMs }: PostgresOptions): 
  * For several nodes on one database. A pet's 201 is durable once COMMIT returns: PostgreSQL's default
  * synchronous_commit=on flushes the write-ahead log first (keep it on).
  */
+/** The replicas' router, probed once before the first request, when DATABASE_REPLICA_URLS names any. */
+async function openReplicas(primary: pg.Pool, options: PostgresOptions): Promise<ReadRouter | undefined> {
+  const urls = options.replicaUrls ?? [];
+  if (urls.length === 0) return undefined;
+  const maxLagMs = options.replicaMaxLagMs ?? 1_000;
+  const ttlMs = writePositionTtlMs(maxLagMs);
+  let positions: WritePositions;
+  if (options.redisUrl) {
+    // Prefixed with the primary's identity: two clusters sharing one Redis keep their positions apart.
+    const { rows } = await primary.query<{ id: string }>(
+      'SELECT system_identifier::text AS id FROM pg_control_system()',
+    );
+    positions = await RedisWritePositions.connect(
+      options.redisUrl,
+      `petstore:wal:${rows[0]?.id ?? ''}:`,
+      ttlMs,
+      () => undefined,
+    );
+  } else {
+    positions = new MemoryWritePositions(ttlMs);
+  }
+  const router = new ReadRouter({
+    primary,
+    replicas: urls.map((url) => ({ url, pool: newPool(url, options) })),
+    positions,
+    maxLagMs,
+    ...(options.replicaEvents ? { events: options.replicaEvents } : {}),
+  });
+  await router.start();
+  return router;
+}
+
 export class PostgresStorage implements Storage {
   readonly pets: PetStore;
   readonly orders: OrderStore;
@@ -93,15 +184,42 @@ export class PostgresStorage implements Storage {
   readonly #pool: pg.Pool;
   readonly #notifications: PostgresNotifications;
   readonly #secrets: PostgresSecrets;
+  readonly #router: ReadRouter | undefined;
 
-  private constructor(pool: pg.Pool, url: string, schema: SchemaVersions, now: () => number = Date.now) {
+  private constructor(
+    pool: pg.Pool,
+    url: string,
+    schema: SchemaVersions,
+    now: () => number = Date.now,
+    router?: ReadRouter,
+  ) {
     this.#pool = pool;
+    this.#router = router;
     this.schema = schema;
+    const reads: ReadPool = router ?? pool;
+    let lastCommit = 0n;
+    if (router)
+      followCommits(pool, (lsn) => {
+        if (lsn > lastCommit) lastCommit = lsn;
+      });
+    const recording = <T extends object>(store: T, name: 'pets' | 'orders' | 'webhooks'): T =>
+      router
+        ? recordingWrites(
+            store,
+            FOLLOWED_WRITES[name],
+            name === 'webhooks' ? OTHER_WRITES.webhooks : [],
+            router,
+            () => lastCommit,
+          )
+        : store;
     const idempotency = new PostgresIdempotencyStore(pool);
-    this.pets = translateUnavailable(new PostgresPetStore(pool, idempotency.pets), isPostgresUnavailable);
-    this.orders = translateUnavailable(
-      new PostgresOrderStore(pool, idempotency.orders),
-      isPostgresUnavailable,
+    this.pets = recording(
+      translateUnavailable(new PostgresPetStore(pool, idempotency.pets, reads), isPostgresUnavailable),
+      'pets',
+    );
+    this.orders = recording(
+      translateUnavailable(new PostgresOrderStore(pool, idempotency.orders, reads), isPostgresUnavailable),
+      'orders',
     );
     // A lookup is a round trip here: a key found active is trusted for KEY_CACHE_TTL_MS.
     this.apiKeys = new ApiKeyCache(
@@ -112,12 +230,12 @@ export class PostgresStorage implements Storage {
     this.idempotency = translateUnavailable(idempotency, isPostgresUnavailable);
     this.#notifications = new PostgresNotifications(url);
     this.events = translateUnavailable(
-      new PostgresEventStore(pool, this.#notifications),
+      new PostgresEventStore(pool, this.#notifications, reads),
       isPostgresUnavailable,
     );
-    this.webhooks = translateUnavailable(
-      new PostgresWebhookStore(pool, this.#notifications),
-      isPostgresUnavailable,
+    this.webhooks = recording(
+      translateUnavailable(new PostgresWebhookStore(pool, this.#notifications, reads), isPostgresUnavailable),
+      'webhooks',
     );
     this.#secrets = translateUnavailable(new PostgresSecrets(pool), isPostgresUnavailable);
   }
@@ -138,7 +256,14 @@ export class PostgresStorage implements Storage {
     } finally {
       await migrations.end();
     }
-    return new PostgresStorage(newPool(url, options), url, schema, options.now);
+    const pool = newPool(url, options);
+    const router = await openReplicas(pool, options);
+    return new PostgresStorage(pool, url, schema, options.now, router);
+  }
+
+  /** Reads by where they were served, and each replica's state; undefined without replicas. */
+  readStats(): ReadStats | undefined {
+    return this.#router?.stats();
   }
 
   sharedSecret(name: string): Promise<Buffer> {
@@ -169,6 +294,7 @@ export class PostgresStorage implements Storage {
 
   async close(): Promise<void> {
     await Promise.all([this.pets.settled(), this.orders.settled(), this.#notifications.close()]);
+    await this.#router?.close();
     if (!this.#pool.ended) await this.#pool.end();
   }
 }

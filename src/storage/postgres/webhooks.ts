@@ -27,7 +27,7 @@ import { CreateBatcher } from '../create-batcher.js';
 import { countRows } from './count.js';
 import { WEBHOOKS_CHANNEL } from './events.js';
 import type { PostgresNotifications } from './notifications.js';
-import { inTransaction } from './transaction.js';
+import { inTransaction, type ReadPool } from './transaction.js';
 
 /** Claimers on every node take turns under this lock: the per-endpoint bound counts every node's leases. */
 const CLAIM_LOCK = 7_304_118_263_520_003n;
@@ -118,12 +118,16 @@ export class PostgresWebhookStore implements WebhookStore {
     },
   );
 
-  constructor(pool: pg.Pool, notifications: PostgresNotifications) {
+  /** Where the API's reads go: the pool, or the replicas' router (replicas.ts). */
+  readonly #reads: ReadPool;
+
+  constructor(pool: pg.Pool, notifications: PostgresNotifications, reads: ReadPool = pool) {
     this.#pool = pool;
+    this.#reads = reads;
     this.#notifications = notifications;
   }
 
-  async #endpoint(db: pg.Pool | pg.PoolClient, id: bigint): Promise<WebhookEndpoint | undefined> {
+  async #endpoint(db: ReadPool | pg.PoolClient, id: bigint): Promise<WebhookEndpoint | undefined> {
     const { rows } = await db.query<EndpointRow>(
       `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1`,
       [id],
@@ -148,7 +152,7 @@ export class PostgresWebhookStore implements WebhookStore {
   }
 
   async listEndpoints(afterId: bigint, limit: number): Promise<WebhookEndpoint[]> {
-    const { rows } = await this.#pool.query<EndpointRow>(
+    const { rows } = await this.#reads.query<EndpointRow>(
       `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id > $1 ORDER BY id LIMIT $2`,
       [afterId, limit],
     );
@@ -156,7 +160,7 @@ export class PostgresWebhookStore implements WebhookStore {
   }
 
   findEndpoint(id: bigint): Promise<WebhookEndpoint | undefined> {
-    return this.#endpoint(this.#pool, id);
+    return this.#endpoint(this.#reads, id);
   }
 
   async deleteEndpoint(id: bigint): Promise<boolean> {
@@ -196,7 +200,7 @@ export class PostgresWebhookStore implements WebhookStore {
     const values: unknown[] = [endpointId];
     if (beforeEventId !== undefined) where.push(`event_id < $${values.push(beforeEventId)}`);
     if (status !== undefined) where.push(`status = $${values.push(status)}`);
-    const { rows } = await this.#pool.query<DeliveryRow>(
+    const { rows } = await this.#reads.query<DeliveryRow>(
       `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE ${where.join(' AND ')}
        ORDER BY event_id DESC LIMIT $${values.push(limit)}`,
       values,

@@ -1,0 +1,20 @@
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { runInReadScope } from '../domain/read-scope.js';
+
+/**
+ * Opens the caller's read scope (src/domain/read-scope.ts) around each /v1 handler: its key, for
+ * read-your-writes, and whether its reads may be served by a replica (GET and HEAD only; a write's own
+ * reads stay on the primary). At preHandler, not onRequest: the handler runs synchronously inside this
+ * hook's callback, so the scope reaches it and everything it awaits, whereas a request body is read
+ * from socket events that would have left an earlier scope behind.
+ */
+export const readScope = fp(
+  async (app: FastifyInstance) => {
+    app.addHook('preHandler', (request, _reply, done) => {
+      const method = request.raw.method;
+      runInReadScope({ key: request.apiKeyHash, replicaReads: method === 'GET' || method === 'HEAD' }, done);
+    });
+  },
+  { name: 'read-scope', fastify: '5.x', dependencies: ['authentication'] },
+);
