@@ -112,7 +112,7 @@ export interface PendingDeliveries {
  * a transaction for each few was a third of a delivery's cost (SQLite). The attempt's slot is free
  * meanwhile; its lease is kept until the outcome is written.
  */
-export const RECORD_LINGER_MS = 5;
+export const RECORD_LINGER_MS = 10;
 
 /** What one claim may lease. */
 export interface ClaimLimits {

@@ -4,7 +4,7 @@ import { StorageUnavailableError } from '../domain/errors.js';
 import { nextAttemptAt } from '../domain/retry-schedule.js';
 import type { AttemptOutcome, ClaimedDelivery, WebhookStore } from '../domain/webhooks.js';
 import type { SendResult, WebhookSender } from './sender.js';
-import { signatureHeader } from './signature.js';
+import { webhookHeaders } from './signature.js';
 
 export interface DelivererLog {
   info(object: object, message: string): void;
@@ -327,11 +327,7 @@ export class Deliverer {
     const id = String(delivery.eventId);
     const timestamp = Math.floor(now().getTime() / 1000);
     const started = performance.now();
-    const headers = {
-      'webhook-id': id,
-      'webhook-timestamp': String(timestamp),
-      'webhook-signature': signatureHeader(delivery.secrets, id, timestamp, delivery.body),
-    };
+    const headers = webhookHeaders(delivery.secrets, id, timestamp, delivery.body);
     const { tracer } = this.#o;
     const result = await (tracer
       ? tracer.attempt(delivery, (trace) =>

@@ -142,7 +142,10 @@ function prepareDeliveryStatements(db: Database.Database) {
          next_attempt_at = @next, last_response_status = @responseStatus, last_error = @error, lease_until = NULL
        WHERE endpoint_id = @endpointId AND event_id = @eventId AND lease_until = @lease`,
     ),
-    succeeded: db.prepare<[bigint]>('UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ?'),
+    // Written only when it changes: a success per delivery rewrote the endpoint's row each time.
+    succeeded: db.prepare<[bigint]>(
+      'UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL',
+    ),
     failing: db
       .prepare<[number, bigint], bigint>(
         'UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, ?) WHERE id = ? RETURNING failing_since',
