@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { backends, test } from '../support/backends.js';
+import { poll } from '../support/cli.js';
 import { queryDatabase } from '../support/db-inspect.js';
 import { assertError } from '../support/error-body.js';
 import { startTestServer } from '../support/test-server.js';
@@ -63,7 +64,11 @@ for (const backend of backends) {
           201,
         );
       await receiver.waitFor(15, '/roles');
-      const metrics = (await deliver.request('GET', '/metrics')).text;
+      // Outcomes are written (and counted) a few milliseconds after their answers.
+      const metrics = await poll('the 15 outcomes to be counted', async () => {
+        const text = (await deliver.request('GET', '/metrics')).text;
+        return /^petstore_webhook_attempts_total\{outcome="succeeded"\} 15$/m.test(text) ? text : undefined;
+      });
       assert.match(metrics, /^petstore_webhook_attempts_total\{outcome="succeeded"\} 15$/m);
       // Each 2xx is counted in the lag histogram, from the event's occurredAt.
       assert.match(metrics, /^petstore_webhook_delivery_lag_seconds_count 15$/m);
