@@ -149,6 +149,15 @@ export async function buildApp({
   }
 
   const metrics = new ServiceMetrics(storage);
+  // One line per change of a replica's state, never one per query.
+  storage.watchReplicas?.((change) =>
+    change.setAside
+      ? app.log.warn(
+          { replica: change.replica, err: change.error },
+          `database replica ${change.replica} set aside: reads go elsewhere; probed again in a few seconds`,
+        )
+      : app.log.info({ replica: change.replica }, `database replica ${change.replica} answers again: in use`),
+  );
   metrics.watchConnections(app.server as GuardedServer);
   await app.register(metricsEndpoint, { metrics, route: config.metrics === undefined });
   const counted = metrics.instrument(storage, new StorageOutage(app.log));
@@ -216,8 +225,9 @@ export async function buildApp({
         });
         // Right after knowing the caller, before anything is validated or counted: 403 without the scope.
         await v1.register(scopes);
-        // Whose reads these are, for read-your-writes on replicas (the PostgreSQL adapter reads it).
-        await v1.register(readScope);
+        // Whose reads these are, for read-your-writes on replicas (the PostgreSQL adapter reads it). Only
+        // with replicas: on Node.js 20 an AsyncLocalStorage in use costs every promise of the process.
+        if (storage.readStats?.()) await v1.register(readScope);
         await v1.register(rateLimit, { buckets, policy: config.rateLimit, metrics });
         // Last before the routes: a 304 is decided once every check above has passed.
         await v1.register(conditionalRequests);

@@ -26,6 +26,8 @@ export interface Storage {
   poolStats?(): PoolStats;
   /** Where the API's reads were served, for adapters that read from replicas; undefined without any. */
   readStats?(): ReadStats | undefined;
+  /** Tells `listener` each time a replica is set aside or used again (for the log). */
+  watchReplicas?(listener: (change: ReplicaChange) => void): void;
   /** Resolves when the database answers a query; for readiness probes. */
   ping(): Promise<void>;
   /**
@@ -50,6 +52,13 @@ export interface ReplicaState {
   lagSeconds: number;
   /** True while it is not used because it failed, did not answer, or is not a standby. */
   setAside: boolean;
+}
+
+export interface ReplicaChange {
+  replica: string;
+  /** True: set aside (it failed, did not answer, or is not a standby); false: in use again. */
+  setAside: boolean;
+  error?: unknown;
 }
 
 export interface ReadStats {

@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { eventJson, type StoredEvent } from '../domain/events.js';
 import type { EventSink, FollowQuery, LiveEvents } from '../domain/live-events.js';
-import { runInReadScope } from '../domain/read-scope.js';
+import { currentReadScope, runInReadScope } from '../domain/read-scope.js';
 import type { GuardedServer } from './connections.js';
 import { ApiError, unavailable } from './errors.js';
 
@@ -129,9 +129,10 @@ export class EventStreams {
     // On the primary, catching up included: the node's reads for its streams are woken by the primary's
     // commits and read there, and a catch-up read from a replica behind them could end short of what the
     // node had already read before this stream joined, and skip the events in between.
-    stream.following = runInReadScope({ key: request.apiKeyHash, replicaReads: false }, () =>
-      this.#o.live.follow(query, stream),
-    );
+    const follow = () => this.#o.live.follow(query, stream);
+    stream.following = currentReadScope()
+      ? runInReadScope({ key: request.apiKeyHash, replicaReads: false }, follow)
+      : follow();
   }
 
   /** Ends every stream cleanly (the server drains, or the app closes). */

@@ -9,6 +9,7 @@ import type {
   PetStore,
   PoolStats,
   ReadStats,
+  ReplicaChange,
   SchemaVersions,
   Storage,
 } from '../../domain/storage.js';
@@ -23,7 +24,7 @@ import { migrate } from './migrations.js';
 import { PostgresNotifications } from './notifications.js';
 import { PostgresOrderStore } from './orders.js';
 import { PostgresPetStore } from './pets.js';
-import { ReadRouter, type ReplicaEvents } from './replicas.js';
+import { ReadRouter } from './replicas.js';
 import { PostgresSecrets } from './secrets.js';
 import { followCommits, type ReadPool } from './transaction.js';
 import { PostgresWebhookStore } from './webhooks.js';
@@ -42,8 +43,6 @@ export interface PostgresOptions {
   replicaMaxLagMs?: number;
   /** Where keys' write positions are shared between nodes (REDIS_URL); this process only when unset. */
   redisUrl?: string | undefined;
-  /** Told when a replica is set aside or used again (logs). */
-  replicaEvents?: ReplicaEvents;
 }
 
 /**
@@ -167,7 +166,6 @@ async function openReplicas(primary: pg.Pool, options: PostgresOptions): Promise
     replicas: urls.map((url) => ({ url, pool: newPool(url, options) })),
     positions,
     maxLagMs,
-    ...(options.replicaEvents ? { events: options.replicaEvents } : {}),
   });
   await router.start();
   return router;
@@ -264,6 +262,10 @@ export class PostgresStorage implements Storage {
   /** Reads by where they were served, and each replica's state; undefined without replicas. */
   readStats(): ReadStats | undefined {
     return this.#router?.stats();
+  }
+
+  watchReplicas(listener: (change: ReplicaChange) => void): void {
+    this.#router?.watch(listener);
   }
 
   sharedSecret(name: string): Promise<Buffer> {

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { currentReadScope } from '../../domain/read-scope.js';
-import type { ReadStats } from '../../domain/storage.js';
+import type { ReadStats, ReplicaChange } from '../../domain/storage.js';
 import { parseLsn } from './transaction.js';
 import type { WritePositions } from './write-positions.js';
 
@@ -10,13 +10,6 @@ const PROBE_TIMEOUT_MS = 1_000;
 export const SET_ASIDE_MS = 3_000;
 /** How much of the primary's position history is kept past the lag bound, to measure a lag beyond it. */
 const HISTORY_MARGIN_MS = 5_000;
-
-export interface ReplicaEvents {
-  /** A replica was set aside (once per change of state, never once per query). */
-  setAside?: (name: string, error: unknown) => void;
-  /** A replica set aside answers its probe again and is used. */
-  back?: (name: string) => void;
-}
 
 function replicaName(url: string): string {
   try {
@@ -53,7 +46,6 @@ export interface ReadRouterOptions {
   replicas: { url: string; pool: pg.Pool }[];
   positions: WritePositions;
   maxLagMs: number;
-  events?: ReplicaEvents;
   now?: () => number;
 }
 
@@ -77,7 +69,8 @@ export class ReadRouter {
   readonly #replicas: Replica[];
   readonly #positions: WritePositions;
   readonly #maxLagMs: number;
-  readonly #events: ReplicaEvents;
+  /** Told of each change of a replica's state (once per change, never once per query). */
+  readonly #listeners: ((change: ReplicaChange) => void)[] = [];
   readonly #now: () => number;
   readonly #intervalMs: number;
   /** The primary's positions at past probes, oldest first. */
@@ -87,12 +80,11 @@ export class ReadRouter {
   #probing: Promise<void> | undefined;
   #closed = false;
 
-  constructor({ primary, replicas, positions, maxLagMs, events = {}, now = Date.now }: ReadRouterOptions) {
+  constructor({ primary, replicas, positions, maxLagMs, now = Date.now }: ReadRouterOptions) {
     this.#primary = primary;
     this.#replicas = replicas.map(({ url, pool }) => new Replica(pool, url));
     this.#positions = positions;
     this.#maxLagMs = maxLagMs;
-    this.#events = events;
     this.#now = now;
     // A quarter of the bound, so a replica is judged several times before it could pass it.
     this.#intervalMs = Math.min(500, Math.max(25, Math.floor(maxLagMs / 4)));
@@ -159,10 +151,22 @@ export class ReadRouter {
     };
   }
 
+  watch(listener: (change: ReplicaChange) => void): void {
+    this.#listeners.push(listener);
+  }
+
+  #tell(change: ReplicaChange): void {
+    for (const listener of this.#listeners) listener(change);
+  }
+
   #setAside(replica: Replica, error: unknown): void {
-    const wasInUse = replica.asideUntil <= this.#now();
+    // Once per spell: a replica already set aside (its probe failing again) is not told twice.
+    const first = replica.asideUntil === 0;
     replica.asideUntil = this.#now() + SET_ASIDE_MS;
-    if (wasInUse) this.#events.setAside?.(replica.name, error);
+    // Used again only once a probe has found it answering, and how far it has replayed.
+    replica.replayed = undefined;
+    replica.lagMs = Number.POSITIVE_INFINITY;
+    if (first) this.#tell({ replica: replica.name, setAside: true, error });
   }
 
   async #probe(): Promise<void> {
@@ -206,10 +210,8 @@ export class ReadRouter {
       replica.replayed = parseLsn(row.replayed);
       replica.lagMs = this.#lagOf(replica.replayed, this.#now());
       replica.asideUntil = 0;
-      if (wasAside) this.#events.back?.(replica.name);
+      if (wasAside) this.#tell({ replica: replica.name, setAside: false });
     } catch (error) {
-      replica.replayed = undefined;
-      replica.lagMs = Number.POSITIVE_INFINITY;
       this.#setAside(replica, error);
     }
   }
