@@ -23,6 +23,8 @@ import pg from 'pg';
 export interface ReplicationPair {
   /** The primary's `postgres` database, as the superuser `postgres` (trust). */
   primaryUrl: string;
+  /** Their data directories (each holds postmaster.pid): to measure the servers' CPU. */
+  directories: { primary: string; replica: string };
   /** The same URL (path, options) on the replica. */
   onReplica(url: string): string;
   /** Runs one statement on the replica's `postgres` database and returns its rows. */
@@ -100,6 +102,9 @@ const serverOptions = (dir: string, port: number) =>
     '-c wal_level=replica',
     '-c max_wal_senders=4',
     '-c hot_standby=on',
+    // What each statement costs, on the primary and on the replica: the capacity model reads it
+    // (bench/capacity.ts), with `CREATE EXTENSION pg_stat_statements` in its database.
+    '-c shared_preload_libraries=pg_stat_statements',
   ].join(' ');
 
 async function query<T extends pg.QueryResultRow>(url: string, sql: string): Promise<T[]> {
@@ -177,6 +182,7 @@ async function startPair(): Promise<ReplicationPair> {
       query<T>(onReplica(url), sql);
     return {
       primaryUrl,
+      directories: { primary: primaryDir, replica: replicaDir },
       onReplica,
       queryReplica,
       async pauseReplay() {
