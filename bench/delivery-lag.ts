@@ -14,10 +14,19 @@
  * delivery process: a machine of two cores has no third); their CPU is reported beside the service's.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer, Agent as HttpAgent, request, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { Agent as HttpAgent, request } from 'node:http';
 import { runLoad } from './load.js';
-import { CLI, cpuMicros, definedOnly, freePort, ROOT, runToEnd, stop, waitUntilUp } from './processes.js';
+import {
+  CLI,
+  cpuMicros,
+  definedOnly,
+  freePort,
+  ROOT,
+  runToEnd,
+  stop,
+  TSX,
+  waitUntilUp,
+} from './processes.js';
 
 export type Layout = 'all' | 'split';
 
@@ -33,6 +42,8 @@ export interface DeliveryLagResult {
   /** Seconds the backlog the closed loop left took to arrive; Infinity when it did not within the bound. */
   backlogSeconds: number;
   pacedRate: number;
+  /** The service's CPU while the paced creates were sent, in cores. */
+  pacedServiceCores: number;
   pacedCreates: number;
   pacedDelivered: number;
   pacedDeliveriesPerSecond: number;
@@ -47,43 +58,61 @@ export interface DeliveryLagResult {
 /** How long the backlog or the paced phase's last deliveries may take before the run gives up waiting. */
 const DRAIN_BOUND_MS = 120_000;
 
+/** The receiver (bench/webhook-receiver.ts), in its own process, pinned beside the generator. */
 class Receiver {
-  readonly server: Server;
+  #child: ChildProcess | undefined;
+  #url = '';
+  /** How many deliveries had arrived when last asked. */
   received = 0;
-  /** Per pet created, the ms from its event's occurredAt to its arrival here. */
-  readonly lags = new Map<number, number>();
 
-  constructor() {
-    this.server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        const arrived = Date.now();
-        const { occurredAt, data } = JSON.parse(Buffer.concat(chunks).toString()) as {
-          occurredAt: string;
-          data: { id: number };
-        };
-        this.received += 1;
-        this.lags.set(data.id, arrived - Date.parse(occurredAt));
-        res.writeHead(204).end();
-      });
-    });
+  async start(pin: boolean, cpu: string): Promise<string> {
+    const port = await freePort();
+    const [command, argv] = pinned(pin ? cpu : undefined, [
+      process.execPath,
+      ...TSX,
+      'bench/webhook-receiver.ts',
+      String(port),
+    ]);
+    this.#child = spawn(command, argv, { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+    this.#url = `http://127.0.0.1:${port}`;
+    for (let i = 0; i < 100; i++) {
+      if (
+        await this.poll().then(
+          () => true,
+          () => false,
+        )
+      )
+        return `${this.#url}/hook`;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    throw new Error('the webhook receiver did not start');
   }
 
-  async listen(): Promise<string> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hook`;
+  /** Asks how many arrived (one GET). */
+  async poll(): Promise<number> {
+    const { received } = (await (await fetch(`${this.#url}/received`)).json()) as { received: number };
+    this.received = received;
+    return received;
   }
 
-  close(): Promise<void> {
-    return new Promise((resolve) => this.server.close(() => resolve()));
+  /** Per pet created, the ms from its event's occurredAt to its arrival. */
+  async lags(): Promise<Map<number, number>> {
+    return new Map((await (await fetch(`${this.#url}/lags`)).json()) as [number, number][]);
+  }
+
+  cpuMicros(): number {
+    return this.#child ? cpuMicros(this.#child.pid as number) : 0;
+  }
+
+  async close(): Promise<void> {
+    if (this.#child) await stop(this.#child);
   }
 }
 
 /** Seconds until `check` holds, or Infinity once `boundMs` have passed. */
-async function until(check: () => boolean, boundMs: number): Promise<number> {
+async function until(check: () => boolean | Promise<boolean>, boundMs: number): Promise<number> {
   const started = performance.now();
-  while (!check()) {
+  while (!(await check())) {
     if (performance.now() - started > boundMs) return Number.POSITIVE_INFINITY;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
@@ -208,7 +237,7 @@ export async function measureDeliveryLag(options: {
   const cli = options.cli ?? CLI;
   runToEnd(process.execPath, [cli, 'migrate'], env);
   const receiver = new Receiver();
-  const hook = await receiver.listen();
+  const hook = await receiver.start(pin, generatorCpu);
   const service = await startLayout(layout, env, key, cli, pin);
   const serviceCpu = () => service.children.reduce((sum, child) => sum + cpuMicros(child.pid as number), 0);
   try {
@@ -227,10 +256,10 @@ export async function measureDeliveryLag(options: {
       { url: service.url, key, connections, seconds, mix: [{ kind: 'create' }] },
       pin ? generatorCpu : undefined,
     );
-    const saturatedDeliveries = receiver.received;
+    const saturatedDeliveries = await receiver.poll();
     const saturatedCores = (serviceCpu() - cpuBefore) / closed.wallMicros;
     const createdClosed = closed.requests - closed.non2xx;
-    const backlogSeconds = await until(() => receiver.received >= createdClosed, DRAIN_BOUND_MS);
+    const backlogSeconds = await until(async () => (await receiver.poll()) >= createdClosed, DRAIN_BOUND_MS);
     log(
       `delivery-lag ${backend} ${layout}: backlog of ${createdClosed - saturatedDeliveries} delivered in ${backlogSeconds.toFixed(1)} s`,
     );
@@ -239,19 +268,21 @@ export async function measureDeliveryLag(options: {
     const pacedSeconds = seconds * 2;
     log(`delivery-lag ${backend} ${layout}: creates paced at ${rate}/s for ${pacedSeconds} s`);
     const pacedStarted = performance.now();
+    const pacedCpuBefore = serviceCpu();
     const created = await paced(service.url, key, rate, pacedSeconds);
-    const delivered = () => created.filter((id) => receiver.lags.has(id)).length;
+    const pacedCores = (serviceCpu() - pacedCpuBefore) / 1e6 / ((performance.now() - pacedStarted) / 1000);
+    let lagsById = new Map<number, number>();
     let count = 0;
-    await until(() => {
-      // Counted anew only every 20 ms poll: a filter over the ids is cheap beside it.
-      count = delivered();
+    await until(async () => {
+      lagsById = await receiver.lags();
+      count = created.filter((id) => lagsById.has(id)).length;
       return count === created.length;
     }, DRAIN_BOUND_MS);
     const pacedWall = (performance.now() - pacedStarted) / 1000;
     const wall = (performance.now() - wallBefore) / 1000;
     const own = process.cpuUsage(ownBefore);
     const lags = created
-      .map((id) => receiver.lags.get(id))
+      .map((id) => lagsById.get(id))
       .filter((lag): lag is number => lag !== undefined)
       .sort((a, b) => a - b);
     return {
@@ -262,6 +293,7 @@ export async function measureDeliveryLag(options: {
       saturatedServiceCores: saturatedCores,
       backlogSeconds,
       pacedRate: rate,
+      pacedServiceCores: pacedCores,
       pacedCreates: created.length,
       pacedDelivered: count,
       pacedDeliveriesPerSecond: count / pacedWall,
@@ -269,7 +301,8 @@ export async function measureDeliveryLag(options: {
       lagP99Ms: percentile(lags, 99),
       lagMaxMs: lags.at(-1) ?? Number.NaN,
       serviceCpuPerSecond: (serviceCpu() - cpuBefore) / 1e6 / wall,
-      generatorCpuPerSecond: (closed.generatorCpuMicros + own.user + own.system) / 1e6 / wall,
+      generatorCpuPerSecond:
+        (closed.generatorCpuMicros + own.user + own.system + receiver.cpuMicros()) / 1e6 / wall,
     };
   } finally {
     await Promise.all(service.children.map((child) => stop(child)));
@@ -281,12 +314,12 @@ export async function measureDeliveryLag(options: {
 export function renderDeliveryLag(results: readonly DeliveryLagResult[]): string {
   const s = (ms: number) => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(2)} s` : 'not within the bound');
   const lines = [
-    '| backend | layout | T (creates/s, closed loop) | deliveries per create under it | service CPU under it (cores) | backlog left, delivered in | paced at T/2: delivered | lag p50 | lag p99 | lag max | service CPU / generator CPU (cores) |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| backend | layout | T (creates/s, closed loop) | deliveries per create under it | service CPU under it (cores) | backlog left, delivered in | paced at T/2: delivered | service CPU meanwhile (cores) | lag p50 | lag p99 | lag max | service CPU / generator CPU (cores) |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const r of results) {
     lines.push(
-      `| ${r.backend} | ${r.layout === 'all' ? '`--role all`, one core' : '`--role api` + `--role deliver`, one core each'} | ${r.saturatedCreatesPerSecond.toFixed(0)} | ${(r.saturatedDeliveriesPerSecond / r.saturatedCreatesPerSecond).toFixed(2)} | ${r.saturatedServiceCores.toFixed(2)} | ${Number.isFinite(r.backlogSeconds) ? `${r.backlogSeconds.toFixed(1)} s` : 'not within 120 s'} | ${r.pacedDelivered} of ${r.pacedCreates} | ${s(r.lagP50Ms)} | ${s(r.lagP99Ms)} | ${s(r.lagMaxMs)} | ${r.serviceCpuPerSecond.toFixed(2)} / ${r.generatorCpuPerSecond.toFixed(2)} |`,
+      `| ${r.backend} | ${r.layout === 'all' ? '`--role all`, one core' : '`--role api` + `--role deliver`, one core each'} | ${r.saturatedCreatesPerSecond.toFixed(0)} | ${(r.saturatedDeliveriesPerSecond / r.saturatedCreatesPerSecond).toFixed(2)} | ${r.saturatedServiceCores.toFixed(2)} | ${Number.isFinite(r.backlogSeconds) ? `${r.backlogSeconds.toFixed(1)} s` : 'not within 120 s'} | ${r.pacedDelivered} of ${r.pacedCreates} | ${r.pacedServiceCores.toFixed(2)} | ${s(r.lagP50Ms)} | ${s(r.lagP99Ms)} | ${s(r.lagMaxMs)} | ${r.serviceCpuPerSecond.toFixed(2)} / ${r.generatorCpuPerSecond.toFixed(2)} |`,
     );
   }
   return lines.join('\n');
