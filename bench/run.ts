@@ -1,7 +1,9 @@
 /**
  * The benchmark: `npm run bench [-- --quick] [--workers N] [--backends sqlite,postgres] [--sizes 10000,1000000]
  * [--seconds 10] [--connections 32] [--scenarios list,get,…] [--log-level info] [--env NAME=VALUE …]
- * [--stored-key] [--tracing off,100%,1%] [--pin] [--neighbour] [--rounds N]`; `--neighbour` keeps the last CPU
+ * [--stored-key] [--tracing off,100%,1%] [--pin] [--neighbour] [--rounds N] [--replica]`; `--replica` runs
+ * the PostgreSQL targets on a primary and a streaming replica made for the run, reads served by the
+ * replica (DATABASE_REPLICA_URLS); `--neighbour` keeps the last CPU
  * busy (a busy loop) for the whole run; `--rounds N` measures each scenario in N turns, every target
  * --seconds in each, combined per target (bench/rounds.ts); `--tracing` runs the service once per mode, side by side:
  * tracing off, on with every trace kept, on with 1% kept (spans exported over OTLP/HTTP to a sink in
@@ -31,6 +33,7 @@ import { loadConfig } from '../src/config/config.js';
 import { CursorCodec } from '../src/domain/paging.js';
 import { openStorage } from '../src/storage/open-storage.js';
 import { adminQuery, createDatabase, type ThrowawayDatabase } from '../support/postgres-admin.js';
+import { replicationPair } from '../support/postgres-replication.js';
 import { startServe } from '../support/service-process.js';
 import {
   type DeliveryLagResult,
@@ -100,6 +103,11 @@ const { values: args, positionals } = parseArgs({
     render: { type: 'string' },
     /** Renders the headline table from two saved runs: a quiet one, then one with --neighbour. */
     headline: { type: 'string' },
+    /**
+     * PostgreSQL targets on a primary and a streaming replica of it (support/postgres-replication.ts),
+     * the replica in DATABASE_REPLICA_URLS: the read scenarios are served by it.
+     */
+    replica: { type: 'boolean', default: false },
     'postgres-url': {
       type: 'string',
       default:
@@ -139,8 +147,14 @@ function log(message: string): void {
 }
 
 /** The service's environment, with this run's --log-level and --env settings. */
+/** With --replica: the replica's URL for a database on the primary. */
+let replicaOf: ((url: string) => string) | undefined;
+
 function serviceEnv(databaseUrl: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return baseServiceEnv(KEY, databaseUrl, {
+    ...(replicaOf && databaseUrl.startsWith('postgres')
+      ? { DATABASE_REPLICA_URLS: replicaOf(databaseUrl) }
+      : {}),
     ...(args['log-level'] ? { LOG_LEVEL: args['log-level'] as string } : {}),
     // --env NAME=VALUE, repeatable: service settings to compare, e.g. --env LOG_REQUESTS=false.
     ...Object.fromEntries((args.env as string[]).map((pair) => pair.split(/=(.*)/s).slice(0, 2))),
@@ -190,6 +204,11 @@ async function deepPages(databaseUrl: string, size: number): Promise<string[]> {
 
 async function newDatabase(backend: 'sqlite' | 'postgres'): Promise<ThrowawayDatabase> {
   if (backend === 'sqlite') return sqliteDatabase();
+  if (args.replica) {
+    const pair = await replicationPair();
+    replicaOf = pair.onReplica;
+    return createDatabase(pair.primaryUrl, 'petstore_bench');
+  }
   return createDatabase(args['postgres-url'] as string, 'petstore_bench');
 }
 
