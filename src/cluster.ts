@@ -47,7 +47,8 @@ export async function runCluster(config: Config, workers: number, role: Role = '
   if (config.port !== 0) await assertPortFree(config.host, config.port);
   // Migrates once, before any worker opens the database; a schema this build cannot serve stops the
   // start here, with the one line main writes and nothing logged or listening.
-  const storage = await openStorage(config);
+  // The primary process serves no reads: no replicas to probe.
+  const storage = await openStorage({ ...config, databaseReplicaUrls: [] });
   let log: Logger;
   let url: string;
   try {
@@ -61,6 +62,11 @@ export async function runCluster(config: Config, workers: number, role: Role = '
     if (config.rateLimit.perSecond > 0 && !config.redisUrl) {
       log.warn(
         `without REDIS_URL each of the ${workers} workers keeps its own rate-limit buckets, so an API key may use up to ${workers} times RATE_LIMIT_PER_SECOND and RATE_LIMIT_BURST; set REDIS_URL to share one budget`,
+      );
+    }
+    if (config.databaseReplicaUrls.length > 0 && !config.redisUrl) {
+      log.warn(
+        `without REDIS_URL each of the ${workers} workers knows only its own writes' positions, so a key whose next read reaches another worker may be served by a replica that has not replayed its write yet (within DATABASE_REPLICA_MAX_LAG_MS); set REDIS_URL to share them`,
       );
     }
     cluster.schedulingPolicy = cluster.SCHED_NONE;
