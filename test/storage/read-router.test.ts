@@ -1,0 +1,129 @@
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import type pg from 'pg';
+import { runInReadScope } from '../../src/domain/read-scope.js';
+import type { ReplicaChange } from '../../src/domain/storage.js';
+import { ReadRouter } from '../../src/storage/postgres/replicas.js';
+import { parseLsn } from '../../src/storage/postgres/transaction.js';
+import { MemoryWritePositions } from '../../src/storage/postgres/write-positions.js';
+
+// The router's choices with servers played by stand-ins: what a probe answers, and who answered a read.
+// The real thing, against a real primary and replica: read-replicas.test.ts.
+
+const lsn = (n: number) => `0/${n.toString(16).toUpperCase()}`;
+
+class FakeServer {
+  position = 0x1000;
+  failing = false;
+  reads = 0;
+  ended = false;
+  constructor(readonly role: 'primary' | 'replica') {}
+  async query(config: pg.QueryConfig | string) {
+    const text = typeof config === 'string' ? config : config.text;
+    if (this.failing) throw Object.assign(new Error('connection refused'), { code: 'ECONNREFUSED' });
+    if (text.includes('pg_current_wal_lsn')) return { rows: [{ lsn: lsn(this.position) }] };
+    if (text.includes('pg_last_wal_replay_lsn'))
+      return { rows: [{ standby: true, replayed: lsn(this.position) }] };
+    this.reads++;
+    return { rows: [{ from: this.role }] };
+  }
+  async end() {
+    this.ended = true;
+  }
+}
+
+const MAX_LAG_MS = 100;
+const routers: ReadRouter[] = [];
+after(() => Promise.all(routers.map((router) => router.close())));
+
+async function setUp() {
+  const primary = new FakeServer('primary');
+  const replica = new FakeServer('replica');
+  let clock = 1_000_000;
+  const changes: ReplicaChange[] = [];
+  const router = new ReadRouter({
+    primary: primary as unknown as pg.Pool,
+    replicas: [{ url: 'postgres://u:secret@replica-1:5432/petstore', pool: replica as unknown as pg.Pool }],
+    positions: new MemoryWritePositions(30_000, () => clock),
+    maxLagMs: MAX_LAG_MS,
+    now: () => clock,
+  });
+  router.watch((change) => changes.push(change));
+  routers.push(router);
+  await router.start();
+  /** Lets the router probe again (its timer is real: a quarter of the bound, plus up to a half; this waits 8 quarters). */
+  const probe = async (ms = 0) => {
+    clock += ms;
+    await new Promise((resolve) => setTimeout(resolve, MAX_LAG_MS * 2));
+  };
+  const read = async (key: string, replicaReads = true) => {
+    const { rows } = await runInReadScope({ key, replicaReads }, () => router.query('SELECT 1'));
+    return (rows[0] as { from: string }).from;
+  };
+  return { primary, replica, router, changes, probe, read };
+}
+
+test('when a read is outside any request, or a write request, then the primary answers it', async () => {
+  const { router, read } = await setUp();
+  assert.equal(((await router.query('SELECT 1')).rows[0] as { from: string }).from, 'primary');
+  assert.equal(await read('k', false), 'primary');
+  assert.equal(await read('k', true), 'replica');
+});
+
+test('when a key wrote past what the replica replayed, then its reads go to the primary until the replica replays it', async () => {
+  const { primary, replica, router, probe, read } = await setUp();
+  primary.position = 0x2000;
+  await router.wrote('writer', parseLsn(lsn(0x2000)));
+  assert.equal(await read('writer'), 'primary');
+  assert.equal(await read('someone else'), 'replica');
+  replica.position = 0x2000;
+  await probe();
+  assert.equal(await read('writer'), 'replica');
+});
+
+test('when the replica falls further behind than the bound, then nobody reads from it, and once caught up everybody does', async () => {
+  const { primary, replica, router, probe, read } = await setUp();
+  primary.position = 0x3000; // the primary moves on, the replica does not
+  await probe();
+  assert.equal(await read('reader'), 'replica', 'just behind: within the bound');
+  await probe(MAX_LAG_MS + 1);
+  assert.equal(await read('reader'), 'primary');
+  assert.ok((router.stats().replicas[0]?.lagSeconds ?? 0) * 1000 > MAX_LAG_MS);
+  replica.position = 0x3000;
+  await probe();
+  assert.equal(await read('reader'), 'replica');
+  assert.equal(router.stats().replicas[0]?.lagSeconds, 0);
+});
+
+test('when the replica fails, then the read is answered by the primary, the replica is set aside (told once) and used again once a probe finds it', async () => {
+  const { replica, router, changes, probe, read } = await setUp();
+  replica.failing = true;
+  assert.equal(await read('reader'), 'primary');
+  assert.equal(await read('reader'), 'primary');
+  await probe();
+  assert.deepEqual(
+    changes.map(({ replica: name, setAside }) => ({ name, setAside })),
+    [{ name: 'replica-1:5432/petstore', setAside: true }],
+  );
+  assert.equal(router.stats().replicas[0]?.setAside, true);
+  replica.failing = false;
+  await probe(3_000);
+  await probe();
+  assert.equal(await read('reader'), 'replica');
+  assert.deepEqual(
+    changes.map(({ setAside }) => setAside),
+    [true, false],
+  );
+  assert.deepEqual(router.stats().reads, { primary: 2, replica: 1 });
+});
+
+test('when positions are recorded out of order, then the larger stays', async () => {
+  let clock = 0;
+  const positions = new MemoryWritePositions(1_000, () => clock);
+  await positions.record('k', 20n);
+  await positions.record('k', 10n);
+  assert.equal(await positions.get('k'), 20n);
+  clock = 1_001;
+  assert.equal(await positions.get('k'), undefined, 'expired');
+  assert.equal(parseLsn('16/B374D848'), 0x16b374d848n);
+});
