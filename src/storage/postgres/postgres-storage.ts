@@ -136,10 +136,6 @@ export function newPool(url: string, { poolSize, timeoutMs }: PostgresOptions): 
   return pool;
 }
 
-/**
- * For several nodes on one database. A pet's 201 is durable once COMMIT returns: PostgreSQL's default
- * synchronous_commit=on flushes the write-ahead log first (keep it on).
- */
 /** The replicas' router, probed once before the first request, when DATABASE_REPLICA_URLS names any. */
 async function openReplicas(primary: pg.Pool, options: PostgresOptions): Promise<ReadRouter | undefined> {
   const urls = options.replicaUrls ?? [];
@@ -171,6 +167,10 @@ async function openReplicas(primary: pg.Pool, options: PostgresOptions): Promise
   return router;
 }
 
+/**
+ * For several nodes on one database. A pet's 201 is durable once COMMIT returns: PostgreSQL's default
+ * synchronous_commit=on flushes the write-ahead log first (keep it on).
+ */
 export class PostgresStorage implements Storage {
   readonly pets: PetStore;
   readonly orders: OrderStore;
