@@ -7,6 +7,7 @@ import { openStorage } from '../../src/storage/open-storage.js';
 import { createSchema, type ThrowawayDatabase } from '../../support/postgres-admin.js';
 import { type ReplicationPair, replicationPair } from '../../support/postgres-replication.js';
 import { oneLineFailure, runInProcess } from '../support/cli.js';
+import { TestStream } from '../support/event-stream.js';
 import { until } from '../support/eventually.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
@@ -193,7 +194,7 @@ describe('read replicas (a real primary and streaming replica)', () => {
     }
   });
 
-  test('when writers on two nodes race a feed reader served by the replica, then no event is skipped', async () => {
+  test('when writers on two nodes race a feed reader served by the replica, and a live stream on its node, then neither skips an event', async () => {
     const start = await a.request('GET', '/v1/events?limit=100', { key: WRITER });
     const seenBefore = start.json<{ id: number }[]>();
     let after = seenBefore.length > 0 ? BigInt((seenBefore.at(-1) as { id: number }).id) : 0n;
@@ -205,6 +206,10 @@ describe('read replicas (a real primary and streaming replica)', () => {
       after = BigInt((events.at(-1) as { id: bigint }).id);
     }
     const first = after;
+    // The live stream too, on the same node: it reads on the primary (a catch-up from a replica could
+    // end short of what the node had already read), and must skip nothing either.
+    const stream = await TestStream.open(`${b.url}/v1/events?after=${first}`, { key: READER });
+    assert.equal(stream.status, 200);
     let writing = true;
     const writer = async (node: TestServer) => {
       let created = 0;
@@ -251,6 +256,9 @@ describe('read replicas (a real primary and streaming replica)', () => {
     await until(read, () => seen.length >= expected.length, 'the reader to reach the last event');
     assert.equal(expected.length, created);
     assert.deepEqual(seen, expected);
+    const streamed = (await stream.waitFor(expected.length)).map((message) => BigInt(message.lastEventId));
+    stream.close();
+    assert.deepEqual(streamed, expected);
     assert.ok(stats(b).reads.replica > replicaReadsBefore, 'the feed was read from the replica');
   });
 
