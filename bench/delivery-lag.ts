@@ -9,8 +9,8 @@
  * 3. creates paced at T/2 (open loop, from this process) for 2 × --seconds: the lag's p50, p99 and max,
  *    and whether every change was delivered.
  *
- * Layouts: `all` (one `serve --role all` on one core) and `split` (`--role api` and `--role deliver`,
- * one core each). wrk, the pacer and the receiver run on the last core (with `split`, beside the
+ * Layouts: `all` (one `serve --role all` on one core), `split` (`--role api` and `--role deliver`,
+ * one core each) and `one-core` (`--role api` and `--role deliver` sharing one core). wrk, the pacer and the receiver run on the last core (with `split`, beside the
  * delivery process: a machine of two cores has no third); their CPU is reported beside the service's.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -28,7 +28,7 @@ import {
   waitUntilUp,
 } from './processes.js';
 
-export type Layout = 'all' | 'split';
+export type Layout = 'all' | 'split' | 'one-core';
 
 export interface DeliveryLagResult {
   backend: 'sqlite' | 'postgres';
@@ -190,13 +190,18 @@ async function startLayout(
   cli: string,
   pin: boolean,
 ): Promise<Service> {
-  const roles =
-    layout === 'all'
-      ? [['all', '0']]
-      : [
-          ['api', '0'],
-          ['deliver', '1'],
-        ];
+  const roles = {
+    all: [['all', '0']],
+    split: [
+      ['api', '0'],
+      ['deliver', '1'],
+    ],
+    // Two processes on the one core: each its own event loop, the CPU shared.
+    'one-core': [
+      ['api', '0'],
+      ['deliver', '0'],
+    ],
+  }[layout];
   const children: ChildProcess[] = [];
   let url = '';
   for (const [role, cpu] of roles as [string, string][]) {
@@ -310,6 +315,12 @@ export async function measureDeliveryLag(options: {
   }
 }
 
+const LAYOUT_NAMES: Record<Layout, string> = {
+  all: '`--role all`, one core',
+  split: '`--role api` + `--role deliver`, one core each',
+  'one-core': '`--role api` + `--role deliver`, sharing one core',
+};
+
 /** The scenario's section of the report: one line per backend and layout. */
 export function renderDeliveryLag(results: readonly DeliveryLagResult[]): string {
   const s = (ms: number) => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(2)} s` : 'not within the bound');
@@ -319,7 +330,7 @@ export function renderDeliveryLag(results: readonly DeliveryLagResult[]): string
   ];
   for (const r of results) {
     lines.push(
-      `| ${r.backend} | ${r.layout === 'all' ? '`--role all`, one core' : '`--role api` + `--role deliver`, one core each'} | ${r.saturatedCreatesPerSecond.toFixed(0)} | ${(r.saturatedDeliveriesPerSecond / r.saturatedCreatesPerSecond).toFixed(2)} | ${r.saturatedServiceCores.toFixed(2)} | ${Number.isFinite(r.backlogSeconds) ? `${r.backlogSeconds.toFixed(1)} s` : 'not within 120 s'} | ${r.pacedDelivered} of ${r.pacedCreates} | ${r.pacedServiceCores.toFixed(2)} | ${s(r.lagP50Ms)} | ${s(r.lagP99Ms)} | ${s(r.lagMaxMs)} | ${r.serviceCpuPerSecond.toFixed(2)} / ${r.generatorCpuPerSecond.toFixed(2)} |`,
+      `| ${r.backend} | ${LAYOUT_NAMES[r.layout]} | ${r.saturatedCreatesPerSecond.toFixed(0)} | ${(r.saturatedDeliveriesPerSecond / r.saturatedCreatesPerSecond).toFixed(2)} | ${r.saturatedServiceCores.toFixed(2)} | ${Number.isFinite(r.backlogSeconds) ? `${r.backlogSeconds.toFixed(1)} s` : 'not within 120 s'} | ${r.pacedDelivered} of ${r.pacedCreates} | ${r.pacedServiceCores.toFixed(2)} | ${s(r.lagP50Ms)} | ${s(r.lagP99Ms)} | ${s(r.lagMaxMs)} | ${r.serviceCpuPerSecond.toFixed(2)} / ${r.generatorCpuPerSecond.toFixed(2)} |`,
     );
   }
   return lines.join('\n');
