@@ -279,6 +279,9 @@ export class Deliverer {
           this.#held -= 1;
           this.#inFlight.delete(delivery);
           free();
+          // Its outcome is written now: a retry may be due (a claim made while it was being written
+          // found it still leased).
+          this.wake();
         });
         this.#inFlight.set(delivery, attempt);
       }
