@@ -92,6 +92,8 @@ interface EndpointQueue {
   active: number;
   /** Recent attempt time, in ms (EWMA); undefined before the first. */
   latencyMs: number | undefined;
+  /** How deep it was last leased ahead. */
+  depth: number;
 }
 
 /**
@@ -228,16 +230,21 @@ export class Deliverer {
   /** How deep to lease an endpoint ahead: as many as it answers within the lease's margin, given its pace. */
   #depthOf(endpointId: bigint): number {
     const perEndpoint = this.#o.concurrencyPerEndpoint;
-    const latency = this.#endpoints.get(endpointId)?.latencyMs;
+    const endpoint = this.#endpoints.get(endpointId);
+    const latency = endpoint?.latencyMs;
     if (latency === undefined) return perEndpoint;
-    const depth = Math.floor((perEndpoint * this.#leaseMargin()) / Math.max(1, latency));
-    return Math.max(perEndpoint, Math.min(MAX_DEPTH, depth));
+    const depth = Math.max(
+      perEndpoint,
+      Math.min(MAX_DEPTH, Math.floor((perEndpoint * this.#leaseMargin()) / Math.max(1, latency))),
+    );
+    if (endpoint) endpoint.depth = depth;
+    return depth;
   }
 
   #queueOf(endpointId: bigint): EndpointQueue {
     let endpoint = this.#endpoints.get(endpointId);
     if (!endpoint) {
-      endpoint = { queued: [], active: 0, latencyMs: undefined };
+      endpoint = { queued: [], active: 0, latencyMs: undefined, depth: 0 };
       this.#endpoints.set(endpointId, endpoint);
     }
     return endpoint;
@@ -272,8 +279,10 @@ export class Deliverer {
           answered = true;
           endpoint.active -= 1;
           this.#startQueued();
-          // Running low: claim the next batch while these are attempted.
-          if (endpoint.queued.length < this.#o.concurrencyPerEndpoint) this.wake();
+          // Half gone: claim the next batch while the rest are attempted, so the queue never runs dry
+          // while a round (a fan-out, a claim: database round trips) is under way.
+          if (endpoint.queued.length < Math.max(this.#o.concurrencyPerEndpoint, endpoint.depth / 2))
+            this.wake();
         };
         const attempt = this.#attempt(delivery, endpoint, free).finally(() => {
           this.#held -= 1;
