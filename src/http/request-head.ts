@@ -26,8 +26,10 @@ export function isRepeated(rawHeaders: readonly string[], name: string): boolean
 /** Why a request head is refused before anything else looks at it (authentication included), if it is. */
 export function requestHeadError(raw: IncomingMessage): ApiError | undefined {
   // HTTP/1.1 requires exactly one Host (RFC 9112 §3.2): Node's own refusal of a missing one would be an
-  // empty 400, and of two it keeps the first.
-  if (raw.headers.host === undefined) return new ApiError('invalid_request', 'a Host header is required');
+  // empty 400, and of two it keeps the first. HTTP/1.0 does not require one (HAProxy's default health
+  // check sends none).
+  if (raw.headers.host === undefined && raw.httpVersion !== '1.0')
+    return new ApiError('invalid_request', 'a Host header is required');
   if (isRepeated(raw.rawHeaders, 'host'))
     return new ApiError('invalid_request', 'send exactly one Host header');
   return unmetExpectation(raw.headers.expect);

@@ -872,6 +872,12 @@ for (const backend of backends) {
         assert.match(res.headers.get('x-request-id') ?? '', UUID);
       });
 
+      test('when an HTTP/1.0 request has no Host header (HTTP/1.0 does not require one), then it is served', async () => {
+        const res = await sendRaw(server.url, `GET /readyz HTTP/1.0\r\n\r\n`);
+        assert.equal(res.status, 200);
+        assert.deepEqual(JSON.parse(res.body), { status: 'ready' });
+      });
+
       for (const { when, request, expect } of RAW_CASES) {
         const [status, code, message] = expect;
         test(`when ${when}, then ${status} ${code} with the Error body and nothing is stored`, async () => {
