@@ -392,18 +392,29 @@ async function postgresReachable(): Promise<boolean> {
   }
 }
 
-async function main(): Promise<void> {
-  ensureWrk(log);
-  const loadBefore = loadavg()[0] as number;
+/** dist/ as the source is now: the targets run the build. */
+function build(): void {
   log('building (tsc)');
   runToEnd(
     process.execPath,
     [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
     process.env,
   );
+}
+
+/** The backends asked for (--backends), PostgreSQL left out when it cannot be reached. */
+async function reachableBackends(): Promise<('sqlite' | 'postgres')[]> {
   const backends = (['sqlite', 'postgres'] as const).filter((b) => wanted.includes(b));
   if (backends.includes('postgres') && !(await postgresReachable()))
     backends.splice(backends.indexOf('postgres'), 1);
+  return backends;
+}
+
+async function main(): Promise<void> {
+  ensureWrk(log);
+  const loadBefore = loadavg()[0] as number;
+  build();
+  const backends = await reachableBackends();
 
   const neighbour = args.neighbour ? startNeighbour(log) : undefined;
   const reference = await startScript('bench/reference-server.ts');
@@ -591,17 +602,9 @@ if (args.render) {
 /** The delivery-lag scenario (bench/delivery-lag.ts), for each backend and layout, on a fresh database each. */
 async function deliveryLag(): Promise<void> {
   ensureWrk(log);
-  if (!args.cli) {
-    log('building (tsc)');
-    runToEnd(
-      process.execPath,
-      [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
-      process.env,
-    );
-  }
-  const backends = (['sqlite', 'postgres'] as const).filter((b) => wanted.includes(b));
-  if (backends.includes('postgres') && !(await postgresReachable()))
-    backends.splice(backends.indexOf('postgres'), 1);
+  // Another build (--cli) is measured as it is.
+  if (!args.cli) build();
+  const backends = await reachableBackends();
   const results: DeliveryLagResult[] = [];
   for (const backend of backends) {
     for (const layout of (args.layouts as string).split(',') as Layout[]) {
