@@ -29,6 +29,11 @@ test('when no event or webhook setting is given, then the documented defaults ap
     assert.equal(config.webhooks.policy.permits(address), true, address);
 });
 
+test('when WEBHOOK_DELIVERY_SHARE is unset, then deliveries get 0.2 of a saturated node; a share given is kept', () => {
+  assert.equal(loadConfig({}).webhooks.deliveryShare, 0.2);
+  assert.equal(loadConfig({ WEBHOOK_DELIVERY_SHARE: '0.35' }).webhooks.deliveryShare, 0.35);
+});
+
 test('when networks are allowed, then addresses inside them are permitted and others still refused', () => {
   const { policy } = loadConfig({ WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8, fd00::/8' }).webhooks;
   assert.equal(policy.permits('127.0.0.1'), true);
@@ -55,6 +60,9 @@ test('when a setting is bad, then the start stops with one message naming it', (
       '0',
       /WEBHOOK_CONCURRENCY_PER_ENDPOINT must be an integer from 1 to 64/,
     ],
+    ['WEBHOOK_DELIVERY_SHARE', '0', /WEBHOOK_DELIVERY_SHARE must be a number from 0\.01 to 0\.9/],
+    ['WEBHOOK_DELIVERY_SHARE', '1.5', /WEBHOOK_DELIVERY_SHARE must be a number from 0\.01 to 0\.9/],
+    ['WEBHOOK_DELIVERY_SHARE', 'half', /WEBHOOK_DELIVERY_SHARE must be a number from 0\.01 to 0\.9/],
     ['EVENT_RETENTION_DAYS', '0', /EVENT_RETENTION_DAYS must be an integer from 1 to 36500/],
   ] as const) {
     assert.throws(
