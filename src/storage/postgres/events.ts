@@ -57,8 +57,8 @@ export async function appendEvents(client: pg.PoolClient, events: readonly NewEv
              ORDER BY n
              RETURNING id
            )
-           SELECT pg_notify('${EVENTS_CHANNEL}', ''), CASE WHEN EXISTS (SELECT 1 FROM webhook_endpoints WHERE status = 'enabled')
-             THEN pg_notify('${WEBHOOKS_CHANNEL}', '') END`,
+           SELECT pg_notify('${EVENTS_CHANNEL}', current_schema()), CASE WHEN EXISTS (SELECT 1 FROM webhook_endpoints WHERE status = 'enabled')
+             THEN pg_notify('${WEBHOOKS_CHANNEL}', current_schema()) END`,
     values: [
       events.map((e) => e.type),
       events.map((e) => e.occurredAt),

@@ -9,11 +9,18 @@ const RELISTEN_MS = 1_000;
  * so a node learns of any node's commit without polling. Opened on the first watch; a connection that
  * breaks is opened again after a pause, and every watcher is then woken, since a notification may have
  * been missed meanwhile. Channels nobody watches are UNLISTENed: each notification costs its receiver.
+ *
+ * A NOTIFY reaches every session of the database, whatever its schema: each carries the sender's
+ * schema (`current_schema()`) and a node hears only its own, so deployments that share a database in
+ * separate schemas do not wake each other. An empty payload (a node of an earlier version, during a
+ * rolling upgrade) wakes everyone, as it did.
  */
 export class PostgresNotifications {
   readonly #url: string;
   readonly #channels = new Map<string, Set<() => void>>();
   #client: pg.Client | undefined;
+  /** This node's schema, as its LISTEN session resolves the URL's search_path. */
+  #schema: string | undefined;
   #connected: Promise<void> | undefined;
   #closed = false;
 
@@ -73,11 +80,14 @@ export class PostgresNotifications {
     };
     client.on('error', again);
     client.on('end', again);
-    client.on('notification', ({ channel }) => {
+    client.on('notification', ({ channel, payload }) => {
+      if (payload && this.#schema !== undefined && payload !== this.#schema) return;
       for (const listener of this.#channels.get(channel) ?? []) listener();
     });
     this.#connected = (async () => {
       await client.connect();
+      const { rows } = await client.query<{ schema: string | null }>('SELECT current_schema() AS schema');
+      this.#schema = rows[0]?.schema ?? undefined;
       const channels = [...this.#channels.keys()];
       if (channels.length > 0) await client.query(channels.map((c) => `LISTEN ${c}`).join('; '));
     })();

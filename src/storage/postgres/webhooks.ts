@@ -215,7 +215,7 @@ export class PostgresWebhookStore implements WebhookStore {
          UPDATE webhook_deliveries SET status = 'pending',
            next_attempt_at = CASE WHEN lease_until > $3 THEN next_attempt_at ELSE $3 END
          WHERE endpoint_id = $1 AND event_id = $2 RETURNING ${DELIVERY_COLUMNS}
-       ) SELECT retried.*, pg_notify('${WEBHOOKS_CHANNEL}', '') FROM retried`,
+       ) SELECT retried.*, pg_notify('${WEBHOOKS_CHANNEL}', current_schema()) FROM retried`,
       [endpointId, eventId, at],
     );
     return rows[0] && toDelivery(rows[0]);
@@ -452,7 +452,7 @@ export class PostgresWebhookStore implements WebhookStore {
                RETURNING 1
              )
              SELECT (SELECT count(*) FROM batch) AS events, EXISTS (SELECT 1 FROM enabled) AS enabled,
-               CASE WHEN EXISTS (SELECT 1 FROM added) THEN pg_notify('${WEBHOOKS_CHANNEL}', '') END,
+               CASE WHEN EXISTS (SELECT 1 FROM added) THEN pg_notify('${WEBHOOKS_CHANNEL}', current_schema()) END,
                (SELECT count(*) FROM moved) AS moved`,
       values: [batch],
     });
