@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { POSTGRES_NOT_RUN_NOTICE, postgres } from '../support/backends.js';
 import { until } from '../support/eventually.js';
 import { createPet } from '../support/storage.js';
@@ -24,12 +25,15 @@ test('when two deployments share a PostgreSQL database in separate schemas, then
   try {
     const woken = { node: 0, neighbour: 0 };
     const unwatch = [node.events.watch(() => woken.node++), neighbour.events.watch(() => woken.neighbour++)];
-    // Each LISTEN session is up once a commit of its own schema reaches it.
+    // A LISTEN session is up once a commit of its own schema reaches it; commits before it are missed.
+    // Each commit gets a long while to arrive before another is made, so that none of these arrives
+    // late and is taken below for a wake-up by the writer's commit.
     const commitUntilWoken = async (storage: typeof node, count: () => number, what: string) => {
       const pet = { name: what, categoryId: 1n, status: 'available' as const };
       await until(
         async () => {
           await createPet(storage, pet);
+          for (let waited = 0; count() === 0 && waited < 2_000; waited += 20) await sleep(20);
           return count();
         },
         (n) => n > 0,
