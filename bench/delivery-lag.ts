@@ -59,7 +59,7 @@ export interface DeliveryLagResult {
 const DRAIN_BOUND_MS = 120_000;
 
 /** The receiver (bench/webhook-receiver.ts), in its own process, pinned beside the generator. */
-class Receiver {
+export class Receiver {
   #child: ChildProcess | undefined;
   #url = '';
   /** How many deliveries had arrived when last asked. */

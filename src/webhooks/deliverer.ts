@@ -34,7 +34,7 @@ export interface DelivererOptions {
   timeoutMs: number;
   disableAfterMs: number;
   concurrencyPerEndpoint: number;
-  /** WEBHOOK_DELIVERY_SHARE: the most of the time fanning out may take. */
+  /** The most of the time fanning out may take, back to back (1: no bound). */
   share: number;
   now: () => Date;
   log: DelivererLog;
