@@ -9,7 +9,7 @@
  * tracing off, on with every trace kept, on with 1% kept (spans exported over OTLP/HTTP to a sink in
  * this process that answers 200 at once); `--stored-key` sends a key made with `petstore keys create` (looked up, its expiry
  * checked and its use noted for `keys list`) instead of one from PETSTORE_API_KEYS (answered in memory);
- * `npm run bench -- --render bench/results/<run>.json` rewrites docs/benchmarks.md from a saved run.
+ * `npm run bench -- --render bench/results/<run>.json` rewrites docs/benchmarks-runs.md from a saved run.
  *
  * Each target is its own process: the reference (bench/reference-server.ts, bare node:http with fixed
  * bytes) and the real `petstore serve` on each backend, seeded through the bulk path (`petstore seed`,
@@ -18,7 +18,7 @@
  * process) on 127.0.0.1 only, for a bounded time; its CPU is measured beside the target's, and a ratio is
  * marked not valid when the generator was the limit. For every scenario the reference and the services run back to back, so the
  * ratios compare runs made under the same conditions on a shared machine. Results go to
- * bench/results/*.json (not committed) and docs/benchmarks.md: a full run rewrites its main table, a
+ * bench/results/*.json (not committed) and docs/benchmarks-runs.md: a full run rewrites its main table, a
  * narrower one (--quick) the section of the latest partial run.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -99,7 +99,7 @@ const { values: args, positionals } = parseArgs({
     'stored-key': { type: 'boolean', default: false },
     /** Tracing modes to run the service in, side by side: off, 100% (every trace), 1%. */
     tracing: { type: 'string', default: 'off' },
-    /** Re-renders docs/benchmarks.md from a saved results file instead of measuring. */
+    /** Re-renders docs/benchmarks-runs.md from a saved results file instead of measuring. */
     render: { type: 'string' },
     /** Renders the headline table from two saved runs: a quiet one, then one with --neighbour. */
     headline: { type: 'string' },
@@ -540,18 +540,24 @@ async function main(): Promise<void> {
   // or sizes) lands in a section of its own below it, so a smoke run never overwrites the full figures.
   const complete = !quick && scenarios.length === SCENARIOS.length && sizes.length > 1;
   writeTable(report, complete ? FULL : PARTIAL);
-  log(`results: ${file}, docs/benchmarks.md (${complete ? 'the full table' : 'the latest partial run'})`);
+  log(`results: ${file}, docs/benchmarks-runs.md (${complete ? 'the full table' : 'the latest partial run'})`);
 }
 
-const FULL = { start: '<!-- bench:start (written by npm run bench) -->', end: '<!-- bench:end -->' };
+/** The runs' tables have a page of their own (docs/benchmarks-runs.md): benchmarks.md stays a page to read. */
+const FULL = {
+  start: '<!-- bench:start (written by npm run bench) -->',
+  end: '<!-- bench:end -->',
+  page: 'docs/benchmarks-runs.md',
+};
 const PARTIAL = {
   start: '<!-- bench:partial:start (written by npm run bench -- --quick, or any narrower run) -->',
   end: '<!-- bench:partial:end -->',
+  page: 'docs/benchmarks-runs.md',
 };
 
-/** Replaces one generated part of docs/benchmarks.md, keeping the analysis written around it. */
-function writeTable(report: string, section: { start: string; end: string }): void {
-  const path = join(ROOT, 'docs/benchmarks.md');
+/** Replaces one generated part of its page (docs/benchmarks.md by default), keeping what is written around it. */
+function writeTable(report: string, section: { start: string; end: string; page?: string }): void {
+  const path = join(ROOT, section.page ?? 'docs/benchmarks.md');
   let doc: string;
   try {
     doc = readFileSync(path, 'utf8');
