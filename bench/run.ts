@@ -540,7 +540,9 @@ async function main(): Promise<void> {
   // or sizes) lands in a section of its own below it, so a smoke run never overwrites the full figures.
   const complete = !quick && scenarios.length === SCENARIOS.length && sizes.length > 1;
   writeTable(report, complete ? FULL : PARTIAL);
-  log(`results: ${file}, docs/benchmarks-runs.md (${complete ? 'the full table' : 'the latest partial run'})`);
+  log(
+    `results: ${file}, docs/benchmarks-runs.md (${complete ? 'the full table' : 'the latest partial run'})`,
+  );
 }
 
 /** The runs' tables have a page of their own (docs/benchmarks-runs.md): benchmarks.md stays a page to read. */
