@@ -8,11 +8,11 @@
  * and deliveries per second. With --cli, each round measures this build and the other one after it,
  * and the ratio of their medians is printed: the machine's noise touches both alike.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { adminQuery, createDatabase, type ThrowawayDatabase } from '../support/postgres-admin.js';
-import { Receiver } from './delivery-lag.js';
-import { CLI, cpuMicros, LAST_CPU, ROOT, runToEnd, serviceEnv, sqliteDatabase, stop } from './processes.js';
+import { Receiver, startRole } from './delivery-lag.js';
+import { CLI, cpuMicros, LAST_CPU, runToEnd, serviceEnv, sqliteDatabase, stop } from './processes.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -26,29 +26,6 @@ const { values: args } = parseArgs({
 const N = Number(args.deliveries);
 const KEY = 'delivery-cost-key-0123456789abcdef';
 
-async function serve(cli: string, role: 'api' | 'deliver', env: NodeJS.ProcessEnv) {
-  const child = spawn(process.execPath, [cli, 'serve', '--role', role], {
-    cwd: ROOT,
-    env: { ...env, PORT: '0', LOG_REQUESTS: 'false' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout?.on('data', (chunk: Buffer) => {
-      out += chunk;
-      const listening = /Server listening at (http:\S+?)"/.exec(out);
-      if (listening?.[1]) {
-        child.stdout?.resume();
-        child.stdout?.removeAllListeners('data');
-        resolve(listening[1]);
-      }
-    });
-    child.once('exit', (code) => reject(new Error(`serve --role ${role} exited (${code})`)));
-  });
-  child.stdout?.on('data', () => undefined); // drained
-  return { child, url };
-}
-
 async function newDatabase(): Promise<ThrowawayDatabase> {
   if (args.backend === 'sqlite') return sqliteDatabase();
   await adminQuery(args['postgres-url'], 'SELECT 1');
@@ -58,13 +35,13 @@ async function newDatabase(): Promise<ThrowawayDatabase> {
 /** One round with one build: µs of the deliver process's CPU per delivery, and deliveries per second. */
 async function round(cli: string): Promise<{ micros: number; perSecond: number }> {
   const database = await newDatabase();
-  const env = serviceEnv(KEY, database.url);
+  const env = serviceEnv(KEY, database.url, { LOG_REQUESTS: 'false' });
   runToEnd(process.execPath, [cli, 'migrate'], env);
   const receiver = new Receiver();
   const hook = await receiver.start(false, LAST_CPU);
   let deliver: ChildProcess | undefined;
   try {
-    const api = await serve(cli, 'api', env);
+    const api = await startRole(cli, 'api', env, KEY);
     const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
     const endpoint = await fetch(`${api.url}/v1/webhook-endpoints`, {
       method: 'POST',
@@ -87,7 +64,7 @@ async function round(cli: string): Promise<{ micros: number; perSecond: number }
       }),
     );
     await stop(api.child);
-    const started = await serve(cli, 'deliver', env);
+    const started = await startRole(cli, 'deliver', env, KEY);
     deliver = started.child;
     const pid = deliver.pid as number;
     // Measured from the first delivery to the last: the process's start-up is not a delivery's cost.

@@ -204,23 +204,39 @@ async function startLayout(
   }[layout];
   const children: ChildProcess[] = [];
   let url = '';
-  for (const [role, cpu] of roles as [string, string][]) {
-    const port = await freePort();
-    // `--role all` is what `serve` alone does; a build from before --role is measured with `serve` alone.
-    const roleArgs = role === 'all' ? [] : ['--role', role];
-    const [command, argv] = pinned(pin ? cpu : undefined, [process.execPath, cli, 'serve', ...roleArgs]);
-    const child = spawn(command, argv, {
-      cwd: ROOT,
-      env: definedOnly({ ...env, PORT: String(port) }),
-      stdio: ['ignore', 'ignore', 'inherit'],
-    });
-    children.push(child);
-    if (role !== 'deliver') {
-      url = `http://127.0.0.1:${port}`;
-      await waitUntilUp(url, child, key);
-    }
+  for (const [role, cpu] of roles as [Role, string][]) {
+    const started = await startRole(cli, role, env, key, pin ? cpu : undefined);
+    children.push(started.child);
+    if (role !== 'deliver') url = started.url;
   }
   return { url, children };
+}
+
+export type Role = 'all' | 'api' | 'deliver';
+
+/**
+ * One `serve --role <role>` of the build `cli` on a free port, pinned to `cpu` if given; a role that
+ * serves the API is waited for until it answers (a delivery process serves none of it).
+ */
+export async function startRole(
+  cli: string,
+  role: Role,
+  env: NodeJS.ProcessEnv,
+  key: string,
+  cpu?: string,
+): Promise<{ child: ChildProcess; url: string }> {
+  const port = await freePort();
+  // `--role all` is what `serve` alone does; a build from before --role is measured with `serve` alone.
+  const roleArgs = role === 'all' ? [] : ['--role', role];
+  const [command, argv] = pinned(cpu, [process.execPath, cli, 'serve', ...roleArgs]);
+  const child = spawn(command, argv, {
+    cwd: ROOT,
+    env: definedOnly({ ...env, PORT: String(port) }),
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  if (role !== 'deliver') await waitUntilUp(url, child, key);
+  return { child, url };
 }
 
 /** One layout on one database: the three phases. */

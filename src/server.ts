@@ -6,7 +6,7 @@ import { ensureFirstApiKey } from './domain/api-keys.js';
 import type { ApiKeyStore } from './domain/storage.js';
 import type { GuardedServer } from './http/connections.js';
 import { listenForMetrics, type MetricsListener } from './http/metrics-listener.js';
-import { databaseLocation, openStorage } from './storage/open-storage.js';
+import { databaseKind, databaseLocation, openStorage } from './storage/open-storage.js';
 import type { Tracing } from './tracing/tracing.js';
 import { tracingWanted } from './tracing/wanted.js';
 import { NODE_VERSION, VERSION } from './version.js';
@@ -38,9 +38,7 @@ export async function startServer(
 ): Promise<RunningServer> {
   // Only when an OTLP endpoint is configured is the OpenTelemetry SDK loaded at all.
   const tracing: Tracing | undefined = tracingWanted()
-    ? (await import('./tracing/tracing.js')).startTracing(
-        config.databaseUrl.startsWith('sqlite:') ? 'sqlite' : 'postgresql',
-      )
+    ? (await import('./tracing/tracing.js')).startTracing(databaseKind(config.databaseUrl))
     : undefined;
   const storage = await openStorage(config);
   let app: FastifyInstance | undefined;

@@ -19,7 +19,7 @@ export async function openStorage(
   /** The key cache's clock; only PostgreSQL's cache remembers an active key, so only it needs one. */
   now: () => number = Date.now,
 ): Promise<Storage> {
-  if (databaseUrl.startsWith('sqlite:')) {
+  if (databaseKind(databaseUrl) === 'sqlite') {
     const { SqliteStorage } = await import('./sqlite/sqlite-storage.js');
     return new SqliteStorage(databaseUrl.slice('sqlite:'.length), { timeoutMs: databaseTimeoutMs });
   }
@@ -37,6 +37,11 @@ export async function openStorage(
   throw new Error(
     `unsupported database "${databaseUrl.split(':')[0]}"; expected sqlite:<path>, sqlite::memory: or postgres://…`,
   );
+}
+
+/** Which backend DATABASE_URL names (openStorage refuses any other). */
+export function databaseKind(databaseUrl: string): 'sqlite' | 'postgresql' {
+  return databaseUrl.startsWith('sqlite:') ? 'sqlite' : 'postgresql';
 }
 
 /**

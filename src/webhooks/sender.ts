@@ -196,10 +196,8 @@ class Exchange implements Dispatcher.DispatchHandlers {
   }
 
   #timedOut(): void {
-    const error = Object.assign(new Error(`no answer within ${this.#timeoutMs} ms`), {
-      name: 'TimeoutError',
-    });
-    this.#finish({ answered: false, error: describe(error, this.#timeoutMs, this.#errors) });
+    const error = new Error(`no answer within ${this.#timeoutMs} ms`);
+    this.#finish({ answered: false, error: error.message });
     this.#abort?.(error);
   }
 
@@ -250,14 +248,9 @@ class Exchange implements Dispatcher.DispatchHandlers {
 
 /** What went wrong with an attempt, in a few words for lastError. */
 function describe(error: unknown, timeoutMs: number, errors: Client['errors']): string {
-  const e = error as { name?: string; code?: string; message?: string; cause?: unknown };
-  if (
-    e.name === 'TimeoutError' ||
-    error instanceof errors.HeadersTimeoutError ||
-    error instanceof errors.ConnectTimeoutError
-  )
+  if (error instanceof errors.HeadersTimeoutError || error instanceof errors.ConnectTimeoutError)
     return `no answer within ${timeoutMs} ms`;
-  const cause = (e.cause ?? error) as { code?: string; message?: string };
+  const cause = ((error as { cause?: unknown }).cause ?? error) as { code?: string; message?: string };
   if (cause.code === 'EREFUSEDADDRESS') return `refused: ${cause.message}`;
   if (cause.code === 'ECONNREFUSED') return 'connection refused';
   if (cause.code === 'ECONNRESET' || error instanceof errors.SocketError) return 'connection reset';
