@@ -28,7 +28,12 @@ import { ReadRouter } from './replicas.js';
 import { PostgresSecrets } from './secrets.js';
 import { followCommits, type ReadPool } from './transaction.js';
 import { PostgresWebhookStore } from './webhooks.js';
-import { MemoryWritePositions, RedisWritePositions, type WritePositions } from './write-positions.js';
+import {
+  MemoryWritePositions,
+  RedisWritePositions,
+  UNKNOWN_POSITION,
+  type WritePositions,
+} from './write-positions.js';
 
 export interface PostgresOptions {
   /** Connections this process may hold (DATABASE_POOL_SIZE). */
@@ -77,7 +82,9 @@ function recordingWrites<T extends object>(
     const position = followed.includes(method)
       ? async () => lastCommit()
       : other.includes(method)
-        ? () => router.primaryPosition()
+        ? // Asked after the write committed: a failure must not fail the write. Not knowing, the key's
+          // reads go to the primary until its position expires.
+          () => router.primaryPosition().catch(() => UNKNOWN_POSITION)
         : undefined;
     if (!position) return (...args) => call(args);
     return async (...args) => {

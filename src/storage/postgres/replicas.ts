@@ -224,7 +224,9 @@ export class ReadRouter {
   #lagOf(replayed: bigint, now: number): number {
     const latest = this.#history[this.#history.length - 1];
     if (!latest) return Number.POSITIVE_INFINITY;
-    if (replayed >= latest.lsn) return 0;
+    // Past the primary's latest sample: no lag, while that sample is recent. A primary that stopped
+    // answering the probe leaves it old, and the replica is then as far behind as that sample may be.
+    if (replayed >= latest.lsn) return now - latest.at <= 2 * this.#intervalMs ? 0 : now - latest.at;
     let since: number | undefined;
     for (const sample of this.#history) {
       if (sample.lsn > replayed) break;
