@@ -95,6 +95,18 @@ test('when the replica falls further behind than the bound, then nobody reads fr
   assert.equal(router.stats().replicas[0]?.lagSeconds, 0);
 });
 
+test("when the primary stops answering the probe, then a replica level with its last answer counts as behind by that answer's age, and past the bound it is not read from", async () => {
+  const { primary, router, probe } = await setUp();
+  await probe();
+  assert.equal(router.stats().replicas[0]?.lagSeconds, 0, 'level with the primary, which answers');
+  primary.failing = true; // still committing, perhaps: its position is no longer known
+  await probe(MAX_LAG_MS + 1);
+  assert.ok(
+    (router.stats().replicas[0]?.lagSeconds ?? 0) * 1000 > MAX_LAG_MS,
+    `lag ${router.stats().replicas[0]?.lagSeconds} s`,
+  );
+});
+
 test('when the replica fails, then the read is answered by the primary, the replica is set aside (told once) and used again once a probe finds it', async () => {
   const { replica, router, changes, probe, read } = await setUp();
   replica.failing = true;
