@@ -14,7 +14,9 @@ wrk.body   = '{"name":"x","categoryId":1}'
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer $KEY"
 LUA
-trap 'rm -f "$lua"' EXIT
+pid=
+# A round cut short (wrk missing, a failed start) leaves no server behind on the port.
+trap 'rm -f "$lua"; [ -n "$pid" ] && kill $pid 2>/dev/null' EXIT
 for round in 1 2 3; do
 for endpoints in 0 1; do
   if [ "$backend" = postgres ]; then db=cc_$RANDOM; psql -q -h 127.0.0.1 -U postgres -c "create database $db" postgres; URL=postgres://postgres@127.0.0.1:5432/$db; else rm -rf /tmp/cc; mkdir /tmp/cc; URL=sqlite:/tmp/cc/db.sqlite; fi

@@ -1,18 +1,32 @@
 /**
  * What one delivery costs a `--role deliver` process: `npx tsx bench/delivery-cost.ts [--deliveries N]
- * [--rounds R] [--backend sqlite|postgres] [--postgres-url URL] [--cli other/dist/cli/main.js]`.
+ * [--rounds R] [--backend sqlite|postgres] [--postgres-url URL] [--cli other/dist/cli/main.js]
+ * [--profile dir] [--floor]`.
  *
  * Per round: a `--role api` process registers one endpoint (bench/webhook-receiver.ts, answering 204 at
  * once) and takes N creates, 16 at a time, then stops; a `--role deliver` process then delivers the N
  * deliveries owed. Its CPU from its first delivery to its last (its start-up left out), per delivery,
  * and deliveries per second. With --cli, each round measures this build and the other one after it,
- * and the ratio of their medians is printed: the machine's noise touches both alike.
+ * and the ratio of their medians is printed: the machine's noise touches both alike. With --floor, each
+ * round also measures the same N POSTs made by the service's sender with no database
+ * (bench/bare-sender.ts): the floor a delivery's HTTP exchange and signature set.
  */
 import type { ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { adminQuery, createDatabase, type ThrowawayDatabase } from '../support/postgres-admin.js';
 import { Receiver, startRole } from './delivery-lag.js';
-import { CLI, cpuMicros, LAST_CPU, runToEnd, serviceEnv, sqliteDatabase, stop } from './processes.js';
+import {
+  CLI,
+  cpuMicros,
+  LAST_CPU,
+  ROOT,
+  runToEnd,
+  serviceEnv,
+  sqliteDatabase,
+  stop,
+  TSX,
+} from './processes.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -21,6 +35,10 @@ const { values: args } = parseArgs({
     backend: { type: 'string', default: 'sqlite' },
     'postgres-url': { type: 'string', default: 'postgres://postgres@127.0.0.1:5432/postgres' },
     cli: { type: 'string' },
+    // Writes a V8 CPU profile of each deliver process (its start-up included) into this folder.
+    profile: { type: 'string' },
+    // Each round also measures bench/bare-sender.ts: the same POSTs with no database.
+    floor: { type: 'boolean', default: false },
   },
 });
 const N = Number(args.deliveries);
@@ -64,18 +82,10 @@ async function round(cli: string): Promise<{ micros: number; perSecond: number }
       }),
     );
     await stop(api.child);
-    const started = await startRole(cli, 'deliver', env, KEY);
+    const profiled = args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : [];
+    const started = await startRole(cli, 'deliver', env, KEY, undefined, profiled);
     deliver = started.child;
-    const pid = deliver.pid as number;
-    // Measured from the first delivery to the last: the process's start-up is not a delivery's cost.
-    while ((await receiver.poll()) === 0) await new Promise((resolve) => setTimeout(resolve, 5));
-    const [cpuFrom, wallFrom, from] = [cpuMicros(pid), performance.now(), receiver.received];
-    while ((await receiver.poll()) < N) await new Promise((resolve) => setTimeout(resolve, 20));
-    const delivered = receiver.received - from;
-    return {
-      micros: (cpuMicros(pid) - cpuFrom) / delivered,
-      perSecond: delivered / ((performance.now() - wallFrom) / 1000),
-    };
+    return await measured(deliver.pid as number, receiver);
   } finally {
     if (deliver) await stop(deliver);
     await receiver.close();
@@ -83,13 +93,45 @@ async function round(cli: string): Promise<{ micros: number; perSecond: number }
   }
 }
 
+/**
+ * The CPU of process `pid` per delivery from the first to arrive at `receiver` to the Nth, and the
+ * deliveries per second between: the process's start-up is not a delivery's cost.
+ */
+async function measured(pid: number, receiver: Receiver): Promise<{ micros: number; perSecond: number }> {
+  while ((await receiver.poll()) === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+  const [cpuFrom, wallFrom, from] = [cpuMicros(pid), performance.now(), receiver.received];
+  while ((await receiver.poll()) < N) await new Promise((resolve) => setTimeout(resolve, 20));
+  const delivered = receiver.received - from;
+  return {
+    micros: (cpuMicros(pid) - cpuFrom) / delivered,
+    perSecond: delivered / ((performance.now() - wallFrom) / 1000),
+  };
+}
+
+/** The same N POSTs by the service's sender in a process with no database (bench/bare-sender.ts). */
+async function floorRound(): Promise<{ micros: number; perSecond: number }> {
+  const receiver = new Receiver();
+  const hook = await receiver.start(false, LAST_CPU);
+  const child = spawn(process.execPath, [...TSX, 'bench/bare-sender.ts', hook, String(N)], {
+    cwd: ROOT,
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  try {
+    return await measured(child.pid as number, receiver);
+  } finally {
+    await stop(child);
+    await receiver.close();
+  }
+}
+
 const median = (values: number[]) =>
   [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
-const builds = args.cli ? [CLI, args.cli] : [CLI];
+const FLOOR = 'the sender with no database (bench/bare-sender.ts)';
+const builds = [CLI, ...(args.cli ? [args.cli] : []), ...(args.floor ? [FLOOR] : [])];
 const results = new Map(builds.map((cli) => [cli, [] as { micros: number; perSecond: number }[]]));
 for (let r = 0; r < Number(args.rounds); r++) {
   for (const cli of builds) {
-    const result = await round(cli);
+    const result = cli === FLOOR ? await floorRound() : await round(cli);
     results.get(cli)?.push(result);
     console.log(
       `round ${r + 1}, ${cli}: ${result.micros.toFixed(0)} µs of CPU a delivery, ${result.perSecond.toFixed(0)}/s`,
@@ -104,7 +146,7 @@ for (const m of medians)
   console.log(
     `${m.cli} (${args.backend}): median ${m.micros.toFixed(0)} µs of CPU a delivery, ${m.perSecond.toFixed(0)} deliveries/s, ${(1e6 / m.micros).toFixed(0)} a second per core of CPU`,
   );
-if (medians.length === 2)
+for (const other of medians.slice(1))
   console.log(
-    `this build / the other: ${((medians[0]?.micros ?? 0) / (medians[1]?.micros ?? 1)).toFixed(2)} of its CPU a delivery`,
+    `this build / ${other.cli}: ${((medians[0]?.micros ?? 0) / other.micros).toFixed(2)} of its CPU a delivery`,
   );

@@ -224,11 +224,12 @@ export async function startRole(
   env: NodeJS.ProcessEnv,
   key: string,
   cpu?: string,
+  nodeArgs: readonly string[] = [],
 ): Promise<{ child: ChildProcess; url: string }> {
   const port = await freePort();
   // `--role all` is what `serve` alone does; a build from before --role is measured with `serve` alone.
   const roleArgs = role === 'all' ? [] : ['--role', role];
-  const [command, argv] = pinned(cpu, [process.execPath, cli, 'serve', ...roleArgs]);
+  const [command, argv] = pinned(cpu, [process.execPath, ...nodeArgs, cli, 'serve', ...roleArgs]);
   const child = spawn(command, argv, {
     cwd: ROOT,
     env: definedOnly({ ...env, PORT: String(port) }),
