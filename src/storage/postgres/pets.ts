@@ -119,15 +119,19 @@ export const PET_READS = {
  * statement for any number of pets; WITH ORDINALITY + ORDER BY fixes the insertion order, which is the
  * order the ids are drawn from the sequence and the order RETURNING reports them in.
  */
-async function insertPets(db: pg.Pool | pg.PoolClient, pets: readonly PetRecordInput[]): Promise<Pet[]> {
-  if (pets.length === 0) return [];
-  const { rows } = await db.query<{ id: bigint }>({
-    name: 'pets_insert', // one text whatever the batch size, so it too is prepared once per connection
-    text: `INSERT INTO pets (name, category_id, status)
+export const PET_INSERT = {
+  name: 'pets_insert', // one text whatever the batch size, so it too is prepared once per connection
+  text: `INSERT INTO pets (name, category_id, status)
      SELECT name, category_id, status
      FROM unnest($1::text[], $2::bigint[], $3::text[]) WITH ORDINALITY AS p(name, category_id, status, n)
      ORDER BY n
      RETURNING id`,
+} as const;
+
+async function insertPets(db: pg.Pool | pg.PoolClient, pets: readonly PetRecordInput[]): Promise<Pet[]> {
+  if (pets.length === 0) return [];
+  const { rows } = await db.query<{ id: bigint }>({
+    ...PET_INSERT,
     values: [pets.map((p) => p.name), pets.map((p) => p.categoryId), pets.map((p) => p.status)],
   });
   return rows.map((row, i) => ({ id: row.id, ...(pets[i] as PetRecordInput) }));
