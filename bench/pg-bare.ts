@@ -1,13 +1,20 @@
 /**
- * The bare-query figure for PostgreSQL: the service's own `get` and `list` statements through the same driver
- * and pool (newPool, DATABASE_POOL_SIZE connections), from `connections` concurrent loops, with no HTTP.
- * What the service reaches on PostgreSQL is compared with this. Prints {get, list} in queries/s, and
- * {getCpuMicros, listCpuMicros}: this process's CPU per query, the driver's share of a request's cost.
+ * The bare-query figure for PostgreSQL: the service's own `get` and `list` statements, and the
+ * transaction its `create` runs, through the same driver and pool (newPool, DATABASE_POOL_SIZE
+ * connections; bench/pg-driver-clients.ts), from `connections` concurrent loops, with no HTTP. What the
+ * service reaches on PostgreSQL is compared with this. Prints {get, list, create} in queries (creates)
+ * per second, and {getCpuMicros, listCpuMicros, createCpuMicros}: this process's CPU per query, the
+ * driver's share of a request's cost.
+ *
+ * The creates go to a database of their own, made for them on the same server and dropped after, so the
+ * service's database keeps the pets and events it was seeded with.
  *
  *   tsx bench/pg-bare.ts '{"url":"postgres://…","poolSize":10,"connections":32,"seconds":10,"size":10000}'
  */
-import { PET_READS } from '../src/storage/postgres/pets.js';
+import { migrate } from '../src/storage/postgres/migrations.js';
 import { newPool } from '../src/storage/postgres/postgres-storage.js';
+import { createDatabase } from '../support/postgres-admin.js';
+import { type DriverClient, type DriverSpec, type Operation, openDriver } from './pg-driver-clients.js';
 
 interface BareSpec {
   url: string;
@@ -18,31 +25,44 @@ interface BareSpec {
 }
 
 const spec = JSON.parse(process.argv[2] as string) as BareSpec;
-const pool = newPool(spec.url, { poolSize: spec.poolSize, timeoutMs: 5_000 });
-// The statements the service runs for getPet and listPets (pages written as JSON by PostgreSQL).
-const QUERIES = {
-  get: () => pool.query(PET_READS.jsonById(BigInt(1 + Math.floor(Math.random() * spec.size)))),
-  list: () => pool.query(PET_READS.jsonPage(0n, 20)),
-};
+const driverSpec: DriverSpec = { url: spec.url, poolSize: spec.poolSize, size: spec.size, timeoutMs: 5_000 };
+
+const writes = await createDatabase(spec.url, 'petstore_bare_create');
+const migrations = newPool(writes.url, { poolSize: 1, timeoutMs: 5_000 });
+await migrate(migrations);
+await migrations.end();
+
+const reads = openDriver('pg', driverSpec);
+const creates = openDriver('pg', { ...driverSpec, url: writes.url });
 
 const perSecond: Record<string, number> = {};
 /** This process's CPU (user + system) per query, in µs: the driver's and the pool's own cost. */
 const cpuMicrosPerQuery: Record<string, number> = {};
-for (const [name, query] of Object.entries(QUERIES)) {
-  const until = Date.now() + spec.seconds * 1000;
-  const cpuBefore = process.cpuUsage();
-  let done = 0;
-  await Promise.all(
-    Array.from({ length: spec.connections }, async () => {
-      while (Date.now() < until) {
-        await query();
-        done++;
-      }
-    }),
-  );
-  perSecond[name] = Math.round(done / spec.seconds);
-  const cpu = process.cpuUsage(cpuBefore);
-  cpuMicrosPerQuery[`${name}CpuMicros`] = Math.round(((cpu.user + cpu.system) / Math.max(1, done)) * 10) / 10;
+try {
+  for (const [operation, driver] of [
+    ['get', reads],
+    ['list', reads],
+    ['create', creates],
+  ] as [Operation, DriverClient][]) {
+    const until = Date.now() + spec.seconds * 1000;
+    const cpuBefore = process.cpuUsage();
+    let done = 0;
+    await Promise.all(
+      Array.from({ length: spec.connections }, async () => {
+        while (Date.now() < until) {
+          await driver.run(operation);
+          done++;
+        }
+      }),
+    );
+    perSecond[operation] = Math.round(done / spec.seconds);
+    const cpu = process.cpuUsage(cpuBefore);
+    cpuMicrosPerQuery[`${operation}CpuMicros`] =
+      Math.round(((cpu.user + cpu.system) / Math.max(1, done)) * 10) / 10;
+  }
+} finally {
+  await reads.end();
+  await creates.end();
+  await writes.drop();
 }
-await pool.end();
 process.stdout.write(JSON.stringify({ ...perSecond, ...cpuMicrosPerQuery }));
