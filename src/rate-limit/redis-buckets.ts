@@ -1,10 +1,11 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import {
   type BucketDecision,
   describeBucket,
   type TokenBucketPolicy,
   type TokenBuckets,
 } from '../domain/token-bucket.js';
+import { connectRedis } from '../redis.js';
 
 /**
  * takeToken (src/domain/token-bucket.ts) as one Lua script, so the read-refill-take-write of a bucket
@@ -43,38 +44,18 @@ export class RedisBuckets implements TokenBuckets {
   readonly #redis: Redis;
   readonly #takeToken: TakeTokenCommand;
 
-  /**
-   * Connects, waiting until Redis answers or the first attempt fails: the first requests then meet a
-   * shared bucket, not a fail-open. A Redis that is down at start does not stop the start.
-   */
+  /** Connects (connectRedis): a Redis that is down at start does not stop the start. */
   static async connect(url: string, onConnectionError: (error: Error) => void): Promise<RedisBuckets> {
-    const buckets = new RedisBuckets(url, onConnectionError);
-    const redis = buckets.#redis;
-    await new Promise<void>((resolve) => {
-      const settle = () => {
-        redis.off('ready', settle).off('error', settle);
-        resolve();
-      };
-      redis.once('ready', settle).once('error', settle);
-    });
-    return buckets;
+    return new RedisBuckets(
+      await connectRedis(url, { commandTimeoutMs: COMMAND_TIMEOUT_MS, onConnectionError }),
+    );
   }
 
-  private constructor(url: string, onConnectionError: (error: Error) => void) {
-    this.#redis = new Redis(url, {
-      // While disconnected, fail each command at once instead of queueing it behind a reconnect.
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      commandTimeout: COMMAND_TIMEOUT_MS,
-      connectTimeout: 1_000,
-      // Keep trying to come back, at most every 2 s, for as long as the service runs.
-      retryStrategy: (attempt) => Math.min(attempt * 100, 2_000),
-    });
-    // Without a listener ioredis reports each failed reconnect as an unhandled 'error' event.
-    this.#redis.on('error', onConnectionError);
-    this.#redis.defineCommand('petstoreTakeToken', { numberOfKeys: 1, lua: TAKE_TOKEN });
-    const command = (this.#redis as unknown as { petstoreTakeToken: TakeTokenCommand }).petstoreTakeToken;
-    this.#takeToken = command.bind(this.#redis);
+  private constructor(redis: Redis) {
+    this.#redis = redis;
+    redis.defineCommand('petstoreTakeToken', { numberOfKeys: 1, lua: TAKE_TOKEN });
+    const command = (redis as unknown as { petstoreTakeToken: TakeTokenCommand }).petstoreTakeToken;
+    this.#takeToken = command.bind(redis);
   }
 
   async take(key: string, policy: TokenBucketPolicy): Promise<BucketDecision> {

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { connectRedis } from '../../redis.js';
 
 /**
  * Where each API key's last write stands in the primary's WAL: a replica serves the key's reads only
@@ -95,27 +96,16 @@ export class RedisWritePositions implements WritePositions {
     ).petstoreRecordWritePosition.bind(redis);
   }
 
+  /** Connects (connectRedis): a Redis that is down at start does not stop the start. */
   static async connect(
     url: string,
     prefix: string,
     ttlMs: number,
     onError: (error: unknown) => void,
   ): Promise<RedisWritePositions> {
-    const { Redis } = await import('ioredis');
-    const redis = new Redis(url, {
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      commandTimeout: COMMAND_TIMEOUT_MS,
-      connectTimeout: 1_000,
-      retryStrategy: (attempt) => Math.min(attempt * 100, 2_000),
-    });
-    redis.on('error', () => undefined);
-    await new Promise<void>((resolve) => {
-      const settle = () => {
-        redis.off('ready', settle).off('error', settle);
-        resolve();
-      };
-      redis.once('ready', settle).once('error', settle);
+    const redis = await connectRedis(url, {
+      commandTimeoutMs: COMMAND_TIMEOUT_MS,
+      onConnectionError: onError,
     });
     return new RedisWritePositions(redis, prefix, ttlMs, onError);
   }
