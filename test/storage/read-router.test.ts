@@ -15,6 +15,8 @@ const lsn = (n: number) => `0/${n.toString(16).toUpperCase()}`;
 class FakeServer {
   position = 0x1000;
   failing = false;
+  /** An error of the statement, not of the server (SQLSTATE 42P01, undefined_table), for reads only. */
+  statementFails = false;
   reads = 0;
   ended = false;
   constructor(readonly role: 'primary' | 'replica') {}
@@ -25,6 +27,7 @@ class FakeServer {
     if (text.includes('pg_last_wal_replay_lsn'))
       return { rows: [{ standby: true, replayed: lsn(this.position) }] };
     this.reads++;
+    if (this.statementFails) throw Object.assign(new Error('relation does not exist'), { code: '42P01' });
     return { rows: [{ from: this.role }] };
   }
   async end() {
@@ -127,6 +130,17 @@ test('when the replica fails, then the read is answered by the primary, the repl
     [true, false],
   );
   assert.deepEqual(router.stats().reads, { primary: 2, replica: 1 });
+});
+
+test("when a read's statement fails on the replica, then the primary answers it and the replica is not set aside", async () => {
+  const { replica, router, changes, read } = await setUp();
+  replica.statementFails = true;
+  assert.equal(await read('reader'), 'primary');
+  replica.statementFails = false;
+  assert.equal(await read('reader'), 'replica');
+  assert.deepEqual(changes, []);
+  assert.equal(router.stats().replicas[0]?.setAside, false);
+  assert.deepEqual(router.stats().reads, { primary: 1, replica: 1 });
 });
 
 test('when positions are recorded out of order, then the larger stays', async () => {

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { currentReadScope } from '../../domain/read-scope.js';
 import type { ReadStats, ReplicaChange } from '../../domain/storage.js';
+import { isPostgresUnavailable } from './errors.js';
 import { parseLsn } from './transaction.js';
 import type { WritePositions } from './write-positions.js';
 
@@ -61,8 +62,8 @@ export interface ReadRouterOptions {
  *   so nodes do not probe in step), never once per request. Its lag is the age of the oldest primary
  *   position it has not replayed, from the primary's positions sampled at each probe: measured to
  *   within one interval, erring on the late side, and with no clock compared between servers.
- * - Never a client's error: a replica that fails a read or a probe is set aside for SET_ASIDE_MS and
- *   the read is answered from the primary.
+ * - Never a client's error: a read that fails on a replica is answered from the primary, and a replica
+ *   that is away or overloaded (isPostgresUnavailable, on a read or a probe) is set aside for SET_ASIDE_MS.
  */
 export class ReadRouter {
   readonly #primary: pg.Pool;
@@ -118,7 +119,10 @@ export class ReadRouter {
         this.#reads.replica++;
         return result;
       } catch (error) {
-        this.#setAside(replica, error);
+        // The primary answers this read either way. Only a replica that is away or overloaded is set
+        // aside: an error the statement itself caused would set aside every replica, one bad request
+        // after another, and move all reads to the primary.
+        if (isPostgresUnavailable(error)) this.#setAside(replica, error);
       }
     }
     this.#reads.primary++;
