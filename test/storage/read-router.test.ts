@@ -5,7 +5,7 @@ import { runInReadScope } from '../../src/domain/read-scope.js';
 import type { ReplicaChange } from '../../src/domain/storage.js';
 import { ReadRouter } from '../../src/storage/postgres/replicas.js';
 import { parseLsn } from '../../src/storage/postgres/transaction.js';
-import { MemoryWritePositions } from '../../src/storage/postgres/write-positions.js';
+import { MemoryWritePositions, type WritePositions } from '../../src/storage/postgres/write-positions.js';
 
 // The router's choices with servers played by stand-ins: what a probe answers, and who answered a read.
 // The real thing, against a real primary and replica: read-replicas.test.ts.
@@ -39,7 +39,7 @@ const MAX_LAG_MS = 100;
 const routers: ReadRouter[] = [];
 after(() => Promise.all(routers.map((router) => router.close())));
 
-async function setUp() {
+async function setUp(positions?: (clock: () => number) => WritePositions) {
   const primary = new FakeServer('primary');
   const replica = new FakeServer('replica');
   let clock = 1_000_000;
@@ -47,7 +47,7 @@ async function setUp() {
   const router = new ReadRouter({
     primary: primary as unknown as pg.Pool,
     replicas: [{ url: 'postgres://u:secret@replica-1:5432/petstore', pool: replica as unknown as pg.Pool }],
-    positions: new MemoryWritePositions(30_000, () => clock),
+    positions: (positions ?? ((now) => new MemoryWritePositions(30_000, now)))(() => clock),
     maxLagMs: MAX_LAG_MS,
     now: () => clock,
   });
@@ -141,6 +141,29 @@ test("when a read's statement fails on the replica, then the primary answers it 
   assert.deepEqual(changes, []);
   assert.equal(router.stats().replicas[0]?.setAside, false);
   assert.deepEqual(router.stats().reads, { primary: 1, replica: 1 });
+});
+
+test("when a request reads several times, then its key's position is looked up once, and every read is judged against it", async () => {
+  const lookups: string[] = [];
+  const { router } = await setUp((now) => {
+    const positions = new MemoryWritePositions(30_000, now);
+    return Object.assign(Object.create(positions) as WritePositions, {
+      get: (key: string) => {
+        lookups.push(key);
+        return positions.get(key);
+      },
+    });
+  });
+  const from = (result: pg.QueryResult) => (result.rows[0] as { from: string }).from;
+  const answered = await runInReadScope({ key: 'reader', replicaReads: true }, async () => [
+    from(await router.query('SELECT 1')),
+    from(await router.query('SELECT 2')),
+    from(await router.query('SELECT 3')),
+  ]);
+  assert.deepEqual(answered, ['replica', 'replica', 'replica']);
+  assert.deepEqual(lookups, ['reader']);
+  await runInReadScope({ key: 'reader', replicaReads: true }, () => router.query('SELECT 1'));
+  assert.deepEqual(lookups, ['reader', 'reader']);
 });
 
 test('when positions are recorded out of order, then the larger stays', async () => {

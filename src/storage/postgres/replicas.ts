@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { currentReadScope } from '../../domain/read-scope.js';
+import { currentReadScope, type ReadScope } from '../../domain/read-scope.js';
 import type { ReadStats, ReplicaChange } from '../../domain/storage.js';
 import { isPostgresUnavailable } from './errors.js';
 import { parseLsn } from './transaction.js';
@@ -69,6 +69,8 @@ export class ReadRouter {
   readonly #primary: pg.Pool;
   readonly #replicas: Replica[];
   readonly #positions: WritePositions;
+  /** Each request's position lookup (#wroteBefore), gone with the request's scope. */
+  readonly #lookups = new WeakMap<ReadScope, Promise<bigint | undefined>>();
   readonly #maxLagMs: number;
   /** Told of each change of a replica's state (once per change, never once per query). */
   readonly #listeners: ((change: ReplicaChange) => void)[] = [];
@@ -101,14 +103,27 @@ export class ReadRouter {
   readonly query = ((config: pg.QueryConfig | string, values?: unknown[]) => {
     const scope = currentReadScope();
     if (scope?.replicaReads !== true) return this.#primary.query(config as pg.QueryConfig, values);
-    return this.#routed(scope.key, config, values);
+    return this.#routed(scope, config, values);
   }) as pg.Pool['query'];
 
-  async #routed(key: string, config: pg.QueryConfig | string, values: unknown[] | undefined) {
+  /**
+   * The position the scope's key last wrote up to, looked up once per scope (a request): its other
+   * reads ask Redis nothing more, and all of them judge the replicas against the same position.
+   */
+  #wroteBefore(scope: ReadScope): Promise<bigint | undefined> {
+    let position = this.#lookups.get(scope);
+    if (position === undefined) {
+      position = scope.key === '' ? Promise.resolve(undefined) : this.#positions.get(scope.key);
+      this.#lookups.set(scope, position);
+    }
+    return position;
+  }
+
+  async #routed(scope: ReadScope, config: pg.QueryConfig | string, values: unknown[] | undefined) {
     const now = this.#now();
     let candidates = this.#replicas.filter((replica) => replica.usable(now, this.#maxLagMs));
     if (candidates.length > 0) {
-      const wrote = key === '' ? undefined : await this.#positions.get(key);
+      const wrote = await this.#wroteBefore(scope);
       if (wrote !== undefined)
         candidates = candidates.filter((replica) => (replica.replayed as bigint) >= wrote);
     }
