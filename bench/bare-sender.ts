@@ -2,7 +2,8 @@
  * A delivery with its database taken away: the service's own WebhookSender and signature POST `n`
  * events shaped as the deliverer sends them to `url`, 4 at a time (WEBHOOK_CONCURRENCY_PER_ENDPOINT),
  * then the process exits. bench/delivery-cost.ts --floor measures its CPU per POST beside a
- * `--role deliver` process's: what is left is what claiming, leasing and recording cost.
+ * `--role deliver` process's: what is left is what claiming, leasing and recording cost. It stays up
+ * once done, until stopped, so that its CPU can still be read.
  *
  *   tsx bench/bare-sender.ts <url> <n>
  */
@@ -34,3 +35,4 @@ await Promise.all(
   }),
 );
 await sender.destroy();
+setInterval(() => undefined, 60_000);
