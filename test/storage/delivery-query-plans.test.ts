@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import pg from 'pg';
+import { CLAIM_DUE } from '../../src/storage/postgres/webhooks.js';
 import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 import { migrate } from '../../src/storage/sqlite/migrations.js';
 import { deliveryStatementTexts } from '../../src/storage/sqlite/webhooks.js';
+import { postgres } from '../support/backends.js';
 
 /** Arguments to bind for each statement's plan: a statement added without one fails the test. */
 const ARGUMENTS: Record<string, unknown[]> = {
@@ -63,4 +66,49 @@ test('when deliveries are claimed, attempted and recorded on SQLite, then no sta
     /SEARCH webhook_deliveries USING INDEX webhook_deliveries_leased \(lease_until>\?\)/,
   );
   db.close();
+});
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  Plans?: PlanNode[];
+}
+
+const scansOf = (node: PlanNode): PlanNode[] => [
+  ...(node['Relation Name'] === 'webhook_deliveries' && node['Node Type'] !== 'ModifyTable' ? [node] : []),
+  ...(node.Plans ?? []).flatMap(scansOf),
+];
+
+test("when the deliveries grew far past what PostgreSQL's statistics say, then a claim's generic plan still finds the due ones by index and leases them by row address, never reading the endpoint's other deliveries", {
+  skip: postgres.unavailable ?? false,
+}, async () => {
+  const database = await postgres.create();
+  const storage = await database.open(); // migrates
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  try {
+    // Statistics taken when the table held three rows, then a backlog: a new deployment's first burst.
+    await client.query(`INSERT INTO webhook_endpoints (id, url, types, description, status, created_at, secret)
+                        VALUES (1, 'https://example.com/hook', '{*}', '', 'enabled', now(), 'secret')`);
+    await client.query(`INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts)
+                        SELECT 1, -i, 'succeeded', 1 FROM generate_series(1, 3) i`);
+    await client.query('ANALYZE webhook_deliveries');
+    await client.query(`INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts, next_attempt_at)
+                        SELECT 1, i, 'pending', 0, now() - interval '1 minute' FROM generate_series(1, 20000) i`);
+    // The plan the service's named statement gets after its first executions.
+    await client.query('SET plan_cache_mode = force_generic_plan');
+    await client.query(`PREPARE claim (bigint, timestamptz, int, timestamptz, text) AS ${CLAIM_DUE}`);
+    const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
+      `EXPLAIN (FORMAT JSON) EXECUTE claim (1, now(), 128, now() + interval '15 seconds', 'owner')`,
+    );
+    const scans = scansOf((rows[0] as { 'QUERY PLAN': [{ Plan: PlanNode }] })['QUERY PLAN'][0].Plan).map(
+      (node) => `${node['Node Type']} ${node['Index Name'] ?? ''}`.trim(),
+    );
+    assert.deepEqual(scans.sort(), ['Index Scan webhook_deliveries_endpoint_due', 'Tid Scan']);
+  } finally {
+    await client.end();
+    await storage.close();
+    await database.drop();
+  }
 });

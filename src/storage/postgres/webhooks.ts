@@ -43,6 +43,26 @@ const BEGIN_RELAXED = 'BEGIN; SET LOCAL synchronous_commit = off';
 /** A claim's transaction takes the claimers' lock as it begins: the same round trip. */
 const BEGIN_CLAIM = `${BEGIN_RELAXED}; SELECT pg_advisory_xact_lock(${CLAIM_LOCK})`;
 
+/**
+ * Leases an endpoint's deliveries due first ($1 endpoint, $2 now, $3 how many, $4 the lease's end, $5
+ * the owner) and returns them with their events. The due rows are found through the
+ * (endpoint_id, next_attempt_at) index and updated by their row addresses (a TID scan), a plan no
+ * statistics can turn into a walk: as a join, the generic plan made while the table's statistics were
+ * those of a few rows read every delivery of the endpoint for each one leased (40 ms a claim at 30,000
+ * pending). The claimers' lock keeps another claim off these rows meanwhile; a row changed between the
+ * two (a retry asked for, the endpoint disabled) is at another address by then, and is left out.
+ */
+export const CLAIM_DUE = `WITH leased AS (
+    UPDATE webhook_deliveries d SET lease_until = $4, next_attempt_at = $4, lease_owner = $5
+    WHERE d.ctid = ANY (ARRAY(
+      SELECT ctid FROM webhook_deliveries
+      WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at <= $2
+      ORDER BY next_attempt_at LIMIT $3))
+    RETURNING d.event_id, d.attempts
+  )
+  SELECT leased.event_id, leased.attempts, e.type, e.occurred_at, e.data, e.trace_context
+  FROM leased JOIN events e ON e.id = leased.event_id`;
+
 interface AttemptResult {
   delivery: ClaimedDelivery;
   outcome: AttemptOutcome;
@@ -258,17 +278,7 @@ export class PostgresWebhookStore implements WebhookStore {
             trace_context: string | null;
           }>({
             name: 'webhooks_claim_due',
-            text: `WITH due AS (
-                   SELECT event_id FROM webhook_deliveries
-                   WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at <= $2
-                   ORDER BY next_attempt_at LIMIT $3
-                 ), leased AS (
-                   UPDATE webhook_deliveries d SET lease_until = $4, next_attempt_at = $4, lease_owner = $5
-                   FROM due WHERE d.endpoint_id = $1 AND d.event_id = due.event_id
-                   RETURNING d.event_id, d.attempts
-                 )
-                 SELECT leased.event_id, leased.attempts, e.type, e.occurred_at, e.data, e.trace_context
-                 FROM leased JOIN events e ON e.id = leased.event_id`,
+            text: CLAIM_DUE,
             values: [endpoint.id, now, free, leaseUntil, owner],
           });
           const secrets = signingSecrets(
