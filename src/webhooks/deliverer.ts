@@ -51,10 +51,18 @@ export interface DelivererOptions {
  * (about 64 per 12 ms, 4,400 a second on one endpoint, whatever its pace).
  */
 const MAX_IN_FLIGHT = 64;
-/** Deliveries it holds leases on at once: those under way and those queued behind them. */
-const MAX_HELD = 512;
-/** The most of one endpoint's deliveries it leases at once (while no other process holds any of them). */
-const MAX_DEPTH = 128;
+/**
+ * Deliveries it holds leases on at once: those under way, those answered whose outcome is not written
+ * yet, and those queued behind them. Four endpoints at their full depth.
+ */
+const MAX_HELD = 2048;
+/**
+ * The most of one endpoint's deliveries it leases at once (while no other process holds any of them).
+ * An endpoint's leases are taken back only once their outcomes are written (a batch every linger), so
+ * this bounds one endpoint's pace to about MAX_DEPTH per round and batch: at 128, about 6,400
+ * deliveries a second however fast the endpoint answered.
+ */
+const MAX_DEPTH = 512;
 /**
  * Fanning out: events given their deliveries per transaction. With a hundred endpoints an event is a
  * hundred rows; a batch of 100 events is at most 10,000 rows, a few milliseconds of SQLite's one

@@ -18,7 +18,7 @@ import { WebhookReceiver } from '../support/webhook-receiver.js';
  * owed go on arriving meanwhile. Counting the answered attempts in the process's bound of 64 stalled
  * them at 64 until the outcomes were written (about 4,400 a second on one endpoint, whatever its pace).
  */
-/** More than the 64 attempts at once, fewer than the 128 one endpoint may have leased ahead. */
+/** More than the 64 attempts at once, fewer than one endpoint may have leased ahead. */
 const OWED = 100;
 const MAX_IN_FLIGHT = 64;
 
