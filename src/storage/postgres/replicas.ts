@@ -8,7 +8,7 @@ import type { WritePositions } from './write-positions.js';
 /** A probe that takes longer than this fails: the replica is set aside. */
 const PROBE_TIMEOUT_MS = 1_000;
 /** How long a replica that failed is left alone before it is probed again. */
-export const SET_ASIDE_MS = 3_000;
+const SET_ASIDE_MS = 3_000;
 /** How much of the primary's position history is kept past the lag bound, to measure a lag beyond it. */
 const HISTORY_MARGIN_MS = 5_000;
 
@@ -150,11 +150,16 @@ export class ReadRouter {
   }
 
   /** The primary's WAL position now: for writes that did not go through a followed transaction. */
-  async primaryPosition(): Promise<bigint> {
+  primaryPosition(): Promise<bigint> {
+    return this.#primaryLsn();
+  }
+
+  /** The primary's WAL position, asked with a bound on the wait when given one (the probe's). */
+  async #primaryLsn(timeoutMs?: number): Promise<bigint> {
     const { rows } = await this.#primary.query<{ lsn: string }>({
-      name: 'replicas_primary_position',
       text: 'SELECT pg_current_wal_lsn()::text AS lsn',
-    });
+      ...(timeoutMs === undefined ? {} : { query_timeout: timeoutMs }),
+    } as pg.QueryConfig);
     return parseLsn((rows[0] as { lsn: string }).lsn);
   }
 
@@ -191,11 +196,7 @@ export class ReadRouter {
   async #probe(): Promise<void> {
     const at = this.#now();
     try {
-      const { rows } = await this.#primary.query<{ lsn: string }>({
-        text: 'SELECT pg_current_wal_lsn()::text AS lsn',
-        query_timeout: PROBE_TIMEOUT_MS,
-      } as pg.QueryConfig);
-      this.#history.push({ at, lsn: parseLsn((rows[0] as { lsn: string }).lsn) });
+      this.#history.push({ at, lsn: await this.#primaryLsn(PROBE_TIMEOUT_MS) });
       const horizon = at - this.#maxLagMs - HISTORY_MARGIN_MS;
       while (this.#history.length > 1 && (this.#history[1] as { at: number }).at < horizon)
         this.#history.shift();
