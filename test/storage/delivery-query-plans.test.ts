@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pg from 'pg';
-import { CLAIM_DUE } from '../../src/storage/postgres/webhooks.js';
+import { CLAIM_DUE, FAN_OUT } from '../../src/storage/postgres/webhooks.js';
 import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 import { migrate } from '../../src/storage/sqlite/migrations.js';
 import { deliveryStatementTexts } from '../../src/storage/sqlite/webhooks.js';
@@ -72,8 +72,11 @@ interface PlanNode {
   'Node Type': string;
   'Relation Name'?: string;
   'Index Name'?: string;
+  'Index Cond'?: string;
   Plans?: PlanNode[];
 }
+
+const nodesOf = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(nodesOf)];
 
 const scansOf = (node: PlanNode): PlanNode[] => [
   ...(node['Relation Name'] === 'webhook_deliveries' && node['Node Type'] !== 'ModifyTable' ? [node] : []),
@@ -105,6 +108,38 @@ test("when the deliveries grew far past what PostgreSQL's statistics say, then a
       (node) => `${node['Node Type']} ${node['Index Name'] ?? ''}`.trim(),
     );
     assert.deepEqual(scans.sort(), ['Index Scan webhook_deliveries_endpoint_due', 'Tid Scan']);
+  } finally {
+    await client.end();
+    await storage.close();
+    await database.drop();
+  }
+});
+
+test('when many events were fanned out already on PostgreSQL, then a fan-out reads the events from its cursor on, not from the first event', {
+  skip: postgres.unavailable ?? false,
+}, async () => {
+  const database = await postgres.create();
+  const storage = await database.open(); // migrates
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  try {
+    await client.query(`INSERT INTO events (type, occurred_at, data)
+                        SELECT 'pet.created', now(), '{}' FROM generate_series(1, 20000)`);
+    await client.query('UPDATE webhook_fanout SET last_event_id = 19900');
+    await client.query('ANALYZE events');
+    const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
+      `EXPLAIN (FORMAT JSON) ${FAN_OUT}`,
+      [100],
+    );
+    const plan = (rows[0] as { 'QUERY PLAN': [{ Plan: PlanNode }] })['QUERY PLAN'][0].Plan;
+    // The batch: the events after the cursor, by the primary key from the cursor's value on.
+    const batch = nodesOf(plan).filter(
+      (node) => node['Relation Name'] === 'events' && node['Index Name'] === 'events_pkey',
+    );
+    assert.ok(
+      batch.some((node) => /\(id > \$\d+\)/.test(node['Index Cond'] ?? '')),
+      JSON.stringify(batch.map((node) => [node['Node Type'], node['Index Cond']])),
+    );
   } finally {
     await client.end();
     await storage.close();

@@ -65,6 +65,37 @@ export const CLAIM_DUE = `WITH leased AS (
   SELECT leased.event_id, leased.attempts, e.type, e.occurred_at, e.data, e.trace_context
   FROM leased JOIN events e ON e.id = leased.event_id`;
 
+/**
+ * Gives the events after the fan-out cursor ($1 at most) their deliveries and moves the cursor (fanOut).
+ * The cursor is a scalar, so the events are read from it onwards through their primary key: as a join,
+ * the planner (taking the one-row cursor table for thousands of rows) read the events from the first
+ * one up to the cursor at every fan-out, a walk that grows with every event ever written.
+ */
+export const FAN_OUT = `WITH cursor AS (
+               SELECT last_event_id FROM webhook_fanout FOR UPDATE SKIP LOCKED
+             ), batch AS (
+               SELECT e.id, e.type, e.occurred_at FROM events e
+               WHERE e.id > (SELECT last_event_id FROM cursor) ORDER BY e.id LIMIT $1
+             ), enabled AS (
+               SELECT id, types, deliver_after FROM webhook_endpoints WHERE status = 'enabled'
+             ), added AS (
+               INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts, next_attempt_at)
+               SELECT w.id, b.id, 'pending', 0, b.occurred_at FROM batch b JOIN enabled w
+                 ON w.deliver_after < b.id AND (w.types = '{*}' OR b.type = ANY (w.types))
+               ON CONFLICT DO NOTHING
+               RETURNING 1
+             ), moved AS (
+               UPDATE webhook_fanout SET last_event_id = CASE
+                   WHEN EXISTS (SELECT 1 FROM enabled) THEN (SELECT max(id) FROM batch)
+                   ELSE greatest(last_event_id, (SELECT coalesce(max(id), 0) FROM events)) END
+               WHERE EXISTS (SELECT 1 FROM cursor)
+                 AND (EXISTS (SELECT 1 FROM batch) OR NOT EXISTS (SELECT 1 FROM enabled))
+               RETURNING 1
+             )
+             SELECT (SELECT count(*) FROM batch) AS events, EXISTS (SELECT 1 FROM enabled) AS enabled,
+               CASE WHEN EXISTS (SELECT 1 FROM added) THEN pg_notify('${WEBHOOKS_CHANNEL}', current_schema()) END,
+               (SELECT count(*) FROM moved) AS moved`;
+
 interface AttemptResult {
   delivery: ClaimedDelivery;
   outcome: AttemptOutcome;
@@ -442,30 +473,7 @@ export class PostgresWebhookStore implements WebhookStore {
   async fanOut(batch: number): Promise<number> {
     const { rows } = await this.#pool.query<{ events: string; enabled: boolean }>({
       name: 'webhooks_fan_out',
-      text: `WITH cursor AS (
-               SELECT last_event_id FROM webhook_fanout FOR UPDATE SKIP LOCKED
-             ), batch AS (
-               SELECT e.id, e.type, e.occurred_at FROM events e, cursor c
-               WHERE e.id > c.last_event_id ORDER BY e.id LIMIT $1
-             ), enabled AS (
-               SELECT id, types, deliver_after FROM webhook_endpoints WHERE status = 'enabled'
-             ), added AS (
-               INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts, next_attempt_at)
-               SELECT w.id, b.id, 'pending', 0, b.occurred_at FROM batch b JOIN enabled w
-                 ON w.deliver_after < b.id AND (w.types = '{*}' OR b.type = ANY (w.types))
-               ON CONFLICT DO NOTHING
-               RETURNING 1
-             ), moved AS (
-               UPDATE webhook_fanout SET last_event_id = CASE
-                   WHEN EXISTS (SELECT 1 FROM enabled) THEN (SELECT max(id) FROM batch)
-                   ELSE greatest(last_event_id, (SELECT coalesce(max(id), 0) FROM events)) END
-               WHERE EXISTS (SELECT 1 FROM cursor)
-                 AND (EXISTS (SELECT 1 FROM batch) OR NOT EXISTS (SELECT 1 FROM enabled))
-               RETURNING 1
-             )
-             SELECT (SELECT count(*) FROM batch) AS events, EXISTS (SELECT 1 FROM enabled) AS enabled,
-               CASE WHEN EXISTS (SELECT 1 FROM added) THEN pg_notify('${WEBHOOKS_CHANNEL}', current_schema()) END,
-               (SELECT count(*) FROM moved) AS moved`,
+      text: FAN_OUT,
       values: [batch],
     });
     const row = rows[0];
