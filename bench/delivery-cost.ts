@@ -17,6 +17,7 @@ import { parseArgs } from 'node:util';
 import { adminQuery, createDatabase, type ThrowawayDatabase } from '../support/postgres-admin.js';
 import { Receiver, startRole } from './delivery-lag.js';
 import {
+  BENCH_POSTGRES_URL,
   CLI,
   cpuMicros,
   LAST_CPU,
@@ -27,13 +28,14 @@ import {
   stop,
   TSX,
 } from './processes.js';
+import { median } from './rounds.js';
 
 const { values: args } = parseArgs({
   options: {
     deliveries: { type: 'string', default: '10000' },
     rounds: { type: 'string', default: '3' },
     backend: { type: 'string', default: 'sqlite' },
-    'postgres-url': { type: 'string', default: 'postgres://postgres@127.0.0.1:5432/postgres' },
+    'postgres-url': { type: 'string', default: BENCH_POSTGRES_URL },
     cli: { type: 'string' },
     // Writes a V8 CPU profile of each deliver process (its start-up included) into this folder.
     profile: { type: 'string' },
@@ -124,8 +126,6 @@ async function floorRound(): Promise<{ micros: number; perSecond: number }> {
   }
 }
 
-const median = (values: number[]) =>
-  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
 const FLOOR = 'the sender with no database (bench/bare-sender.ts)';
 const builds = [CLI, ...(args.cli ? [args.cli] : []), ...(args.floor ? [FLOOR] : [])];
 const results = new Map(builds.map((cli) => [cli, [] as { micros: number; perSecond: number }[]]));

@@ -16,6 +16,7 @@ import { request } from 'node:http';
 import { ServerSentEventParser } from '../packages/client/src/server-sent-events.js';
 import { createSchema } from '../support/postgres-admin.js';
 import {
+  BENCH_POSTGRES_URL,
   CLI,
   cpuMicros,
   freePort,
@@ -30,7 +31,7 @@ const KEY = 'bench-event-stream-key-0123456789';
 const RATE = 50;
 const SECONDS = 10;
 const READS = 4_000;
-const POSTGRES = process.env.PETSTORE_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const POSTGRES = BENCH_POSTGRES_URL;
 
 async function serve(databaseUrl: string, args: string[] = [], extra: Record<string, string> = {}) {
   const port = await freePort();

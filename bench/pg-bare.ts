@@ -14,7 +14,13 @@
 import { migrate } from '../src/storage/postgres/migrations.js';
 import { newPool } from '../src/storage/postgres/postgres-storage.js';
 import { createDatabase } from '../support/postgres-admin.js';
-import { type DriverClient, type DriverSpec, type Operation, openDriver } from './pg-driver-clients.js';
+import {
+  type DriverClient,
+  type DriverSpec,
+  drive,
+  type Operation,
+  openDriver,
+} from './pg-driver-clients.js';
 
 interface BareSpec {
   url: string;
@@ -44,21 +50,9 @@ try {
     ['list', reads],
     ['create', creates],
   ] as [Operation, DriverClient][]) {
-    const until = Date.now() + spec.seconds * 1000;
-    const cpuBefore = process.cpuUsage();
-    let done = 0;
-    await Promise.all(
-      Array.from({ length: spec.connections }, async () => {
-        while (Date.now() < until) {
-          await driver.run(operation);
-          done++;
-        }
-      }),
-    );
-    perSecond[operation] = Math.round(done / spec.seconds);
-    const cpu = process.cpuUsage(cpuBefore);
-    cpuMicrosPerQuery[`${operation}CpuMicros`] =
-      Math.round(((cpu.user + cpu.system) / Math.max(1, done)) * 10) / 10;
+    const { queries, cpuMicros } = await drive(() => driver.run(operation), spec.connections, spec.seconds);
+    perSecond[operation] = Math.round(queries / spec.seconds);
+    cpuMicrosPerQuery[`${operation}CpuMicros`] = Math.round((cpuMicros / Math.max(1, queries)) * 10) / 10;
   }
 } finally {
   await reads.end();

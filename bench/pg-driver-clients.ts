@@ -145,6 +145,35 @@ function postgresJs({ url, poolSize, size, timeoutMs }: DriverSpec): DriverClien
   };
 }
 
+/** What `connections` loops did, running one operation back to back: how many, for how long, this process's CPU. */
+export interface Turn {
+  queries: number;
+  seconds: number;
+  cpuMicros: number;
+}
+
+/** Runs `run` from `connections` concurrent loops, each starting the next as one ends, for `seconds`. */
+export async function drive(
+  run: () => Promise<unknown>,
+  connections: number,
+  seconds: number,
+): Promise<Turn> {
+  const started = Date.now();
+  const until = started + seconds * 1000;
+  const cpuBefore = process.cpuUsage();
+  let queries = 0;
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      while (Date.now() < until) {
+        await run();
+        queries++;
+      }
+    }),
+  );
+  const cpu = process.cpuUsage(cpuBefore);
+  return { queries, seconds: (Date.now() - started) / 1000, cpuMicros: cpu.user + cpu.system };
+}
+
 export function openDriver(name: DriverName, spec: DriverSpec): DriverClient {
   const options = { poolSize: spec.poolSize, timeoutMs: spec.timeoutMs };
   if (name === 'pg') return nodePostgres(name, newPool(spec.url, options), spec.size);

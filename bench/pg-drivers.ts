@@ -29,11 +29,14 @@ import {
   DRIVERS,
   type DriverName,
   type DriverSpec,
+  drive,
   OPERATIONS,
   type Operation,
   openDriver,
+  type Turn,
 } from './pg-driver-clients.js';
-import { ROOT, TSX } from './processes.js';
+import { BENCH_POSTGRES_URL, ROOT, TSX } from './processes.js';
+import { median } from './rounds.js';
 
 const PG_NATIVE_VERSION = '3.9.0';
 const DRIVERS_DIR = join(ROOT, 'bench/.drivers');
@@ -47,23 +50,11 @@ const { values: args, positionals } = parseArgs({
     'pool-size': { type: 'string', default: '10' },
     size: { type: 'string', default: '10000' },
     drivers: { type: 'string', default: DRIVERS.join(',') },
-    'postgres-url': {
-      type: 'string',
-      default:
-        process.env.PETSTORE_BENCH_POSTGRES_URL ||
-        process.env.PETSTORE_TEST_POSTGRES_URL ||
-        'postgres://postgres@127.0.0.1:5432/test',
-    },
+    'postgres-url': { type: 'string', default: BENCH_POSTGRES_URL },
     /** Internal: this process is one driver's load process (a JSON DriverSpec & connections follow). */
     child: { type: 'string' },
   },
 });
-
-interface Turn {
-  queries: number;
-  seconds: number;
-  cpuMicros: number;
-}
 
 type ChildRequest = { operation: Operation; seconds: number } | { roundTrips: true };
 type ChildReply = Turn | Record<Operation, RoundTrips> | { ready: true };
@@ -134,22 +125,8 @@ async function roundTrips(name: DriverName, spec: DriverSpec): Promise<Record<Op
 async function runChild(name: DriverName, spec: DriverSpec & { connections: number }): Promise<void> {
   const driver = openDriver(name, spec);
   const send = (reply: ChildReply) => (process.send as (message: unknown) => boolean)(reply);
-  const turn = async (operation: Operation, seconds: number): Promise<Turn> => {
-    const started = Date.now();
-    const until = started + seconds * 1000;
-    const cpuBefore = process.cpuUsage();
-    let queries = 0;
-    await Promise.all(
-      Array.from({ length: spec.connections }, async () => {
-        while (Date.now() < until) {
-          await driver.run(operation);
-          queries++;
-        }
-      }),
-    );
-    const cpu = process.cpuUsage(cpuBefore);
-    return { queries, seconds: (Date.now() - started) / 1000, cpuMicros: cpu.user + cpu.system };
-  };
+  const turn = (operation: Operation, seconds: number): Promise<Turn> =>
+    drive(() => driver.run(operation), spec.connections, seconds);
   // Every connection opened and every statement prepared before the first measured turn.
   for (const operation of OPERATIONS) await turn(operation, 0.5);
   process.on('message', (request: ChildRequest) => {
@@ -259,14 +236,6 @@ function ask<T>(child: ChildProcess, request: ChildRequest): Promise<T> {
     child.send(request);
   });
 }
-
-const median = (values: readonly number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1
-    ? (sorted[middle] as number)
-    : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
-};
 
 const versionOf = (name: string, modules = join(ROOT, 'node_modules')) =>
   (JSON.parse(readFileSync(join(modules, name, 'package.json'), 'utf8')) as { version: string }).version;

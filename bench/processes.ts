@@ -15,6 +15,11 @@ export const ROOT = fileURLToPath(new URL('../', import.meta.url));
 export const TSX = ['--import', 'tsx'];
 export const CLI = join(ROOT, 'dist/cli/main.js');
 /** The CPU wrk is pinned to with --pin, and the one --neighbour keeps busy. */
+/** The PostgreSQL server benchmarks make their databases on (--postgres-url overrides it). */
+export const BENCH_POSTGRES_URL =
+  process.env.PETSTORE_BENCH_POSTGRES_URL ||
+  process.env.PETSTORE_TEST_POSTGRES_URL ||
+  'postgres://postgres@127.0.0.1:5432/test';
 export const LAST_CPU = String(availableParallelism() - 1);
 
 export async function freePort(): Promise<number> {

@@ -3,7 +3,8 @@ import type { LoadResult } from './load.js';
 /** What one measured window of one target gives (bench/run.ts's load). */
 export type Window = LoadResult & { peakRss: number; cpuMicros: number; delivered?: number };
 
-const median = (values: readonly number[]): number => {
+/** The middle value (the mean of the two middle ones for an even count). */
+export const median = (values: readonly number[]): number => {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
   return sorted.length % 2 === 1

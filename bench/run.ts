@@ -43,6 +43,7 @@ import {
 } from './delivery-lag.js';
 import { ensureWrk, runLoad } from './load.js';
 import {
+  BENCH_POSTGRES_URL,
   serviceEnv as baseServiceEnv,
   CLI,
   cpuMicros,
@@ -108,13 +109,7 @@ const { values: args, positionals } = parseArgs({
      * the replica in DATABASE_REPLICA_URLS: the read scenarios are served by it.
      */
     replica: { type: 'boolean', default: false },
-    'postgres-url': {
-      type: 'string',
-      default:
-        process.env.PETSTORE_BENCH_POSTGRES_URL ||
-        process.env.PETSTORE_TEST_POSTGRES_URL ||
-        'postgres://postgres@127.0.0.1:5432/test',
-    },
+    'postgres-url': { type: 'string', default: BENCH_POSTGRES_URL },
   },
 });
 const quick = args.quick as boolean;
