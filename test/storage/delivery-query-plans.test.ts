@@ -6,6 +6,7 @@ import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 import { migrate } from '../../src/storage/sqlite/migrations.js';
 import { deliveryStatementTexts } from '../../src/storage/sqlite/webhooks.js';
 import { postgres } from '../support/backends.js';
+import { explain, planNodes } from '../support/query-plans.js';
 
 /** Arguments to bind for each statement's plan: a statement added without one fails the test. */
 const ARGUMENTS: Record<string, unknown[]> = {
@@ -68,81 +69,70 @@ test('when deliveries are claimed, attempted and recorded on SQLite, then no sta
   db.close();
 });
 
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  'Index Cond'?: string;
-  Plans?: PlanNode[];
+/** A fresh PostgreSQL schema, migrated, and a client on it, for `work`; dropped after. */
+async function onPostgres(work: (client: pg.Client) => Promise<void>): Promise<void> {
+  const database = await postgres.create();
+  const storage = await database.open(); // migrates
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  try {
+    await work(client);
+  } finally {
+    await client.end();
+    await storage.close();
+    await database.drop();
+  }
 }
 
-const nodesOf = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(nodesOf)];
-
-const scansOf = (node: PlanNode): PlanNode[] => [
-  ...(node['Relation Name'] === 'webhook_deliveries' && node['Node Type'] !== 'ModifyTable' ? [node] : []),
-  ...(node.Plans ?? []).flatMap(scansOf),
-];
-
-test("when the deliveries grew far past what PostgreSQL's statistics say, then a claim's plan still finds the due ones by index and leases them by row address, never reading the endpoint's other deliveries", {
-  skip: postgres.unavailable ?? false,
-}, async () => {
-  const database = await postgres.create();
-  const storage = await database.open(); // migrates
-  const client = new pg.Client({ connectionString: database.url });
-  await client.connect();
-  try {
-    // Statistics taken when the table held three rows, then a backlog: a new deployment's first burst.
-    await client.query(`INSERT INTO webhook_endpoints (id, url, types, description, status, created_at, secret)
+test(
+  "when the deliveries grew far past what PostgreSQL's statistics say, then a claim's plan still finds the due ones by index and leases them by row address, never reading the endpoint's other deliveries",
+  {
+    skip: postgres.unavailable ?? false,
+  },
+  () =>
+    onPostgres(async (client) => {
+      // Statistics taken when the table held three rows, then a backlog: a new deployment's first burst.
+      await client.query(`INSERT INTO webhook_endpoints (id, url, types, description, status, created_at, secret)
                         VALUES (1, 'https://example.com/hook', '{*}', '', 'enabled', now(), 'secret')`);
-    await client.query(`INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts)
+      await client.query(`INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts)
                         SELECT 1, -i, 'succeeded', 1 FROM generate_series(1, 3) i`);
-    await client.query('ANALYZE webhook_deliveries');
-    await client.query(`INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts, next_attempt_at)
+      await client.query('ANALYZE webhook_deliveries');
+      await client.query(`INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts, next_attempt_at)
                         SELECT 1, i, 'pending', 0, now() - interval '1 minute' FROM generate_series(1, 20000) i`);
-    // Planned as the service sends it (unnamed, with its values): for the table as it is now.
-    const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
-      `EXPLAIN (FORMAT JSON) ${CLAIM_DUE}`,
-      [1, new Date(), 128, new Date(Date.now() + 15_000), 'owner'],
-    );
-    const scans = scansOf((rows[0] as { 'QUERY PLAN': [{ Plan: PlanNode }] })['QUERY PLAN'][0].Plan).map(
-      (node) => `${node['Node Type']} ${node['Index Name'] ?? ''}`.trim(),
-    );
-    assert.deepEqual(scans.sort(), ['Index Scan webhook_deliveries_endpoint_due', 'Tid Scan']);
-  } finally {
-    await client.end();
-    await storage.close();
-    await database.drop();
-  }
-});
+      const plan = await explain(client, CLAIM_DUE, [
+        1,
+        new Date(),
+        128,
+        new Date(Date.now() + 15_000),
+        'owner',
+      ]);
+      const scans = planNodes(plan)
+        .filter(
+          (node) => node['Relation Name'] === 'webhook_deliveries' && node['Node Type'] !== 'ModifyTable',
+        )
+        .map((node) => `${node['Node Type']} ${node['Index Name'] ?? ''}`.trim());
+      assert.deepEqual(scans.sort(), ['Index Scan webhook_deliveries_endpoint_due', 'Tid Scan']);
+    }),
+);
 
-test('when many events were fanned out already on PostgreSQL, then a fan-out reads the events from its cursor on, not from the first event', {
-  skip: postgres.unavailable ?? false,
-}, async () => {
-  const database = await postgres.create();
-  const storage = await database.open(); // migrates
-  const client = new pg.Client({ connectionString: database.url });
-  await client.connect();
-  try {
-    await client.query(`INSERT INTO events (type, occurred_at, data)
+test(
+  'when many events were fanned out already on PostgreSQL, then a fan-out reads the events from its cursor on, not from the first event',
+  {
+    skip: postgres.unavailable ?? false,
+  },
+  () =>
+    onPostgres(async (client) => {
+      await client.query(`INSERT INTO events (type, occurred_at, data)
                         SELECT 'pet.created', now(), '{}' FROM generate_series(1, 20000)`);
-    await client.query('UPDATE webhook_fanout SET last_event_id = 19900');
-    await client.query('ANALYZE events');
-    const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
-      `EXPLAIN (FORMAT JSON) ${FAN_OUT}`,
-      [100],
-    );
-    const plan = (rows[0] as { 'QUERY PLAN': [{ Plan: PlanNode }] })['QUERY PLAN'][0].Plan;
-    // The batch: the events after the cursor, by the primary key from the cursor's value on.
-    const batch = nodesOf(plan).filter(
-      (node) => node['Relation Name'] === 'events' && node['Index Name'] === 'events_pkey',
-    );
-    assert.ok(
-      batch.some((node) => /\(id > \$\d+\)/.test(node['Index Cond'] ?? '')),
-      JSON.stringify(batch.map((node) => [node['Node Type'], node['Index Cond']])),
-    );
-  } finally {
-    await client.end();
-    await storage.close();
-    await database.drop();
-  }
-});
+      await client.query('UPDATE webhook_fanout SET last_event_id = 19900');
+      await client.query('ANALYZE events');
+      // The batch: the events after the cursor, by the primary key from the cursor's value on.
+      const batch = planNodes(await explain(client, FAN_OUT, [100])).filter(
+        (node) => node['Relation Name'] === 'events' && node['Index Name'] === 'events_pkey',
+      );
+      assert.ok(
+        batch.some((node) => /\(id > \$\d+\)/.test(node['Index Cond'] ?? '')),
+        JSON.stringify(batch.map((node) => [node['Node Type'], node['Index Cond']])),
+      );
+    }),
+);

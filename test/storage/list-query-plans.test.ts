@@ -6,6 +6,7 @@ import type { DeliveryListQuery } from '../../src/domain/webhooks.js';
 import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
 import { executeSql } from '../support/db-inspect.js';
+import { explain, type PlanNode } from '../support/query-plans.js';
 
 /**
  * Every list operation, with each of its filters, reads through an index whose condition includes that
@@ -120,10 +121,7 @@ async function postgresPlan(url: string, { sql, params }: Ran, table: string): P
   await client.connect();
   try {
     await client.query('SET enable_seqscan = off');
-    const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
-      `EXPLAIN (FORMAT JSON) ${sql}`,
-      params,
-    );
+    const plan = await explain(client, sql, params);
     const accesses: Access[] = [];
     const walk = (node: PlanNode, relation?: string) => {
       const on = node['Relation Name'] ?? relation;
@@ -138,19 +136,11 @@ async function postgresPlan(url: string, { sql, params }: Ran, table: string): P
       for (const child of node.Plans ?? [])
         walk(child, node['Node Type'] === 'Bitmap Heap Scan' ? on : undefined);
     };
-    walk(rows[0]?.['QUERY PLAN'][0].Plan as PlanNode);
+    walk(plan);
     return accesses;
   } finally {
     await client.end();
   }
-}
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  'Index Cond'?: string;
-  Plans?: PlanNode[];
 }
 
 /** Rows enough, and skewed, that a planner with statistics prefers the index to reading everything. */
