@@ -54,7 +54,6 @@ import { StorageOutage } from './http/storage-outage.js';
 import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
 import { loggerOptions } from './logging.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
-import { databaseKind } from './storage/open-storage.js';
 import type { Tracing } from './tracing/tracing.js';
 import { Deliverer } from './webhooks/deliverer.js';
 import { WebhookSender } from './webhooks/sender.js';
@@ -265,10 +264,7 @@ function deliverInBackground(
     timeoutMs,
     disableAfterMs,
     concurrencyPerEndpoint,
-    // On SQLite a fan-out holds the one writer every create waits for: it gets the delivery tier's share
-    // of the time. On PostgreSQL it runs in the server beside the creates, and this process only waits
-    // for it: bounded by the wall clock, it capped a node at about a thousand events a second.
-    share: databaseKind(config.databaseUrl) === 'sqlite' ? deliveryShare : 1,
+    share: deliveryShare,
     now,
     log: app.log,
     tracer: tracing?.deliveries,

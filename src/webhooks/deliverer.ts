@@ -34,7 +34,7 @@ export interface DelivererOptions {
   timeoutMs: number;
   disableAfterMs: number;
   concurrencyPerEndpoint: number;
-  /** The most of the time fanning out may take, back to back (1: no bound). */
+  /** WEBHOOK_DELIVERY_SHARE: the most of the time fanning out may take, where it holds the writer. */
   share: number;
   now: () => Date;
   log: DelivererLog;
@@ -124,7 +124,10 @@ export class Deliverer {
   readonly #owner = randomUUID();
   /** Every attempt started and not yet recorded, answered or not. */
   readonly #inFlight = new Map<ClaimedDelivery, Promise<void>>();
-  /** Of those, the attempts waiting for their answer (MAX_IN_FLIGHT). */
+  /**
+   * Of those, the attempts waiting for their answer (MAX_IN_FLIGHT): the endpoints' `active` summed, kept
+   * as a count so that starting an attempt does not walk every endpoint.
+   */
   #sending = 0;
   readonly #endpoints = new Map<bigint, EndpointQueue>();
   #held = 0;
@@ -329,7 +332,7 @@ export class Deliverer {
     const events = await this.#o.store.fanOut(FAN_OUT_BATCH);
     const took = performance.now() - started;
     this.#fanOutLeft = events === FAN_OUT_BATCH;
-    this.#fanOutAt = started + took / this.#o.share;
+    this.#fanOutAt = started + (this.#o.store.fanOutHoldsWriter ? took / this.#o.share : took);
   }
 
   #sleep(ms: number): Promise<void> {
