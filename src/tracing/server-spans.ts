@@ -64,7 +64,8 @@ export const serverSpans = fp(
         },
         parent,
       );
-      if (span.isRecording()) {
+      const recording = span.isRecording();
+      if (recording) {
         span.setAttributes({
           'url.scheme': request.protocol,
           'client.address': request.ip,
@@ -76,8 +77,12 @@ export const serverSpans = fp(
       request.span = span;
       request.traceId = traceId;
       reply.header('traceresponse', `00-${traceId}-${spanId}-0${traceFlags & 1}`);
-      // The rest of the request, its handler and its storage calls, runs in the span's context.
-      context.with(trace.setSpan(parent, span), done);
+      // The rest of a recorded request, its handler and its storage calls, runs in the span's context.
+      // A request the sampler left out enters none: nothing below reads a span that is not recording
+      // (storage spans, a change's cause), and entering a context costs every asynchronous step of the
+      // request a store to carry.
+      if (recording) context.with(trace.setSpan(parent, span), done);
+      else done();
     });
     app.addHook('onResponse', (request, reply, done) => {
       const span = request.span;
