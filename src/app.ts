@@ -52,7 +52,7 @@ import { scopes } from './http/scopes.js';
 import { buildSharedSerializers } from './http/serialization.js';
 import { StorageOutage } from './http/storage-outage.js';
 import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
-import { loggerOptions } from './logging.js';
+import { directInfoLines, loggerOptions } from './logging.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
 import type { Tracing } from './tracing/tracing.js';
 import { Deliverer } from './webhooks/deliverer.js';
@@ -98,14 +98,16 @@ export async function buildApp({
   logger,
   tracing,
 }: AppOptions) {
+  // The service's own logger, unless one was given: its request lines are written as text (request-log.ts).
+  const ownLogger = logger === undefined ? await loggerOptions(config) : undefined;
   const app = Fastify({
     ...(logger && typeof (logger as { info?: unknown }).info === 'function'
       ? { loggerInstance: logger as FastifyServerOptions['loggerInstance'] }
-      : { logger: (logger as FastifyServerOptions['logger']) ?? (await loggerOptions(config)) }),
+      : { logger: (logger as FastifyServerOptions['logger']) ?? ownLogger }),
     bodyLimit: config.bodyLimit,
     serverFactory: httpServer(config),
     return503OnClosing: false, // see installDraining
-    logController: new RequestLog(config.logRequests),
+    logController: new RequestLog(config.logRequests, ownLogger && directInfoLines(config, ownLogger)),
     // Each request's logger is made on first use: the request line alone needs none (request-logger.ts).
     childLoggerFactory: (logger, bindings, options) => new RequestLogger(logger, bindings, options),
     requestIdHeader: false, // taken by genReqId only once validated

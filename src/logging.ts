@@ -1,6 +1,8 @@
+import { hostname } from 'node:os';
 import type { FastifyServerOptions } from 'fastify';
 import { type DestinationStream, type Logger, pino } from 'pino';
 import type { Config } from './config/config.js';
+import type { DirectInfoLines } from './http/request-log.js';
 
 /**
  * The one logger configuration of every process: a single server, each worker of `serve --workers`
@@ -31,30 +33,69 @@ const REQUEST_LINE_END = '"msg":"request"}\n';
 /** How an info line starts (pino writes the level first): warn and error request lines are not held. */
 const INFO_LINE_START = '{"level":30,';
 
+/** The destinations' flushes, called by one exit listener (a process that builds many apps, tests, adds one). */
+const flushedAtExit = new Set<() => void>();
+
 /**
  * stdout, with the info line of each answered request written in batches: those lines gather in memory
  * until 4 KiB or 100 ms, then go out in one write instead of one write each. Every other line (start-up,
- * warnings, errors, errored requests, shutdown) is written at once, never held for a batch. The writes
- * are synchronous (pino's default): one write(2) of 4 KiB on the event loop costs less CPU than handing
- * it to libuv's thread pool and taking its completion back (about 5% of a `get`, docs/benchmarks.md).
- * The buffer is written out when the process exits, by a shutdown, process.exit or an uncaught
- * exception (pino's exit handler, flushSync). What this trades: a process killed outright (SIGKILL, the
- * kernel's OOM killer, a power loss) loses the request lines of its last 100 ms at most;
+ * warnings, errors, errored requests, shutdown) is written at once, after the lines held before it, so
+ * the order is kept. The lines are held here, as one string, not in pino's destination (sonic-boom): its
+ * own buffer measures the bytes of everything it holds again at every line it is given, 1.2 µs a line
+ * at 4 KiB (docs/benchmarks.md); it is handed each batch whole. The writes are synchronous (pino's
+ * default): one write(2) of 4 KiB on the event loop costs less CPU than handing it to libuv's thread pool
+ * and taking its completion back (about 5% of a `get`). The held lines are written out when the process
+ * exits, by a shutdown, process.exit or an uncaught exception. What this trades: a process killed outright
+ * (SIGKILL, the kernel's OOM killer, a power loss) loses the request lines of its last 100 ms at most;
  * docs/operations.md says so.
  */
 function logDestination(): DestinationStream & { flush(): void } {
-  const stdout = pino.destination({
-    dest: 1,
-    sync: true,
-    minLength: LOG_BUFFER_BYTES,
-    periodicFlush: LOG_FLUSH_MS,
-  });
+  if (flushedAtExit.size === 0)
+    process.once('exit', () => {
+      for (const flush of flushedAtExit) flush();
+    });
+  const stdout = pino.destination({ dest: 1, sync: true });
+  let held = '';
+  const flush = () => {
+    if (held === '') return;
+    const batch = held;
+    held = '';
+    stdout.write(batch);
+  };
+  setInterval(flush, LOG_FLUSH_MS).unref();
+  flushedAtExit.add(flush);
   return {
     write(line: string) {
+      if (line.endsWith(REQUEST_LINE_END) && line.startsWith(INFO_LINE_START)) {
+        held += line;
+        // Length in characters, not bytes: a threshold, and a URL's few non-ASCII characters change little.
+        if (held.length >= LOG_BUFFER_BYTES) flush();
+        return;
+      }
+      flush();
       stdout.write(line);
-      if (!line.endsWith(REQUEST_LINE_END) || !line.startsWith(INFO_LINE_START)) stdout.flush();
     },
-    flush: () => stdout.flush(),
+    flush,
+  };
+}
+
+/** The levels at which info lines are written. */
+const LEVELS_WITH_INFO: ReadonlySet<string> = new Set(['info', 'debug', 'trace']);
+
+/**
+ * Where the request log may write its info lines as text (request-log.ts): to the destination of the
+ * JSON logger `loggerOptions` made, with the fields pino puts on every line after the time (its default
+ * base: pid and hostname). None when lines are pretty or the level leaves info lines out: they then go
+ * through pino.
+ */
+export function directInfoLines(
+  config: Config,
+  options: Awaited<ReturnType<typeof loggerOptions>>,
+): DirectInfoLines | undefined {
+  if (config.logFormat !== 'json' || !LEVELS_WITH_INFO.has(config.logLevel)) return undefined;
+  return {
+    destination: options.stream,
+    base: `,"pid":${process.pid},"hostname":${JSON.stringify(hostname())}`,
   };
 }
 
