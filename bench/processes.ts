@@ -63,11 +63,11 @@ export function runToEnd(command: string, argv: string[], env: NodeJS.ProcessEnv
   return result.stdout;
 }
 
-/** Fills a database through the bulk path (`petstore seed`, i.e. createMany, not HTTP). */
-export function seedDatabase(env: NodeJS.ProcessEnv, size: number): void {
+/** Fills a database through the bulk path (`petstore seed`, i.e. createMany, not HTTP), by `cli`. */
+export function seedDatabase(env: NodeJS.ProcessEnv, size: number, cli = CLI): void {
   // seed fills an existing database only: migrate creates it.
-  runToEnd(process.execPath, [CLI, 'migrate'], env);
-  runToEnd(process.execPath, [CLI, 'seed', '--count', String(size)], env);
+  runToEnd(process.execPath, [cli, 'migrate'], env);
+  runToEnd(process.execPath, [cli, 'seed', '--count', String(size)], env);
 }
 
 /** A SQLite file in a directory of its own, removed by `drop`. */
