@@ -11,7 +11,7 @@ import type { DirectInfoLines } from './http/request-log.js';
 /** JSON lines on stdout by default; LOG_FORMAT=pretty turns them into readable lines for a terminal. */
 export async function loggerOptions(
   config: Config,
-): Promise<Exclude<FastifyServerOptions['logger'], boolean | undefined> & { stream: DestinationStream }> {
+): Promise<Exclude<FastifyServerOptions['logger'], boolean | undefined> & { stream: LogDestination }> {
   const options = {
     level: config.logLevel,
     redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
@@ -28,17 +28,16 @@ export async function loggerOptions(
 const LOG_BUFFER_BYTES = 4096;
 /** The longest a request line waits in that buffer when traffic is too light to fill it. */
 const LOG_FLUSH_MS = 100;
-/** How the line RequestLog writes for each answered request ends (pino writes msg last). */
-const REQUEST_LINE_END = '"msg":"request"}\n';
-/** How an info line starts (pino writes the level first): warn and error request lines are not held. */
-const INFO_LINE_START = '{"level":30,';
+/** Where lines go; the JSON destination also holds request lines given to it as text (`hold`). */
+type LogDestination = DestinationStream & { hold?: (text: string) => void };
 
 /** The destinations' flushes, called by one exit listener (a process that builds many apps, tests, adds one). */
 const flushedAtExit = new Set<() => void>();
 
 /**
- * stdout, with the info line of each answered request written in batches: those lines gather in memory
- * until 4 KiB or 100 ms, then go out in one write instead of one write each. Every other line (start-up,
+ * stdout, with the info line of each answered request (`hold`, from the request log) written in
+ * batches: those lines gather in memory until 4 KiB or 100 ms, then go out in one write instead of one
+ * write each. Every other line (start-up,
  * warnings, errors, errored requests, shutdown) is written at once, after the lines held before it, so
  * the order is kept. The lines are held here, as one string, not in pino's destination (sonic-boom): its
  * own buffer measures the bytes of everything it holds again at every line it is given, 1.2 µs a line
@@ -49,7 +48,7 @@ const flushedAtExit = new Set<() => void>();
  * (SIGKILL, the kernel's OOM killer, a power loss) loses the request lines of its last 100 ms at most;
  * docs/operations.md says so.
  */
-function logDestination(): DestinationStream & { flush(): void } {
+function logDestination(): DestinationStream & { flush(): void; hold(text: string): void } {
   if (flushedAtExit.size === 0)
     process.once('exit', () => {
       for (const flush of flushedAtExit) flush();
@@ -65,13 +64,14 @@ function logDestination(): DestinationStream & { flush(): void } {
   setInterval(flush, LOG_FLUSH_MS).unref();
   flushedAtExit.add(flush);
   return {
+    /** A request's info line (request-log.ts writes it as text): held for the next batch. */
+    hold(text: string) {
+      held += text;
+      // Length in characters, not bytes: a threshold, and a URL's few non-ASCII characters change little.
+      if (held.length >= LOG_BUFFER_BYTES) flush();
+    },
+    /** Any line pino writes: at once, after the lines held before it. */
     write(line: string) {
-      if (line.endsWith(REQUEST_LINE_END) && line.startsWith(INFO_LINE_START)) {
-        held += line;
-        // Length in characters, not bytes: a threshold, and a URL's few non-ASCII characters change little.
-        if (held.length >= LOG_BUFFER_BYTES) flush();
-        return;
-      }
       flush();
       stdout.write(line);
     },
@@ -92,9 +92,10 @@ export function directInfoLines(
   config: Config,
   options: Awaited<ReturnType<typeof loggerOptions>>,
 ): DirectInfoLines | undefined {
-  if (config.logFormat !== 'json' || !LEVELS_WITH_INFO.has(config.logLevel)) return undefined;
+  const hold = options.stream.hold;
+  if (config.logFormat !== 'json' || !LEVELS_WITH_INFO.has(config.logLevel) || !hold) return undefined;
   return {
-    destination: options.stream,
+    hold,
     base: `,"pid":${process.pid},"hostname":${JSON.stringify(hostname())}`,
   };
 }

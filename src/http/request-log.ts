@@ -139,7 +139,7 @@ export class RequestLog extends LogController {
       // One clock reading for the turn's lines: they were answered in the same turn.
       const time = Date.now();
       for (let i = 1; i < pending.length; i += 2)
-        direct.destination.write(infoLineText(pending[i] as RequestLine, time, direct.base));
+        direct.hold(infoLineText(pending[i] as RequestLine, time, direct.base));
       return;
     }
     for (let i = 0; i < pending.length; i += 2)
@@ -162,11 +162,12 @@ function write(
 }
 
 /**
- * Where RequestLog writes info lines itself: the JSON logger's destination, and the fields pino writes
- * after the time on every line (`,"pid":…,"hostname":…`, its `base`).
+ * Where RequestLog writes info lines itself: the JSON logger's destination, which holds them for its
+ * next batch, and the fields pino writes after the time on every line (`,"pid":…,"hostname":…`, its `base`).
  */
 export interface DirectInfoLines {
-  destination: { write(text: string): unknown };
+  /** Takes a line for the destination's next batch (logging.ts). */
+  hold(text: string): void;
   base: string;
 }
 

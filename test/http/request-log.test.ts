@@ -427,7 +427,7 @@ describe('request lines written as text (the service’s own JSON logger)', () =
       { write: (text: string) => written.push(text) },
     );
     const text = directInfoLines(loadConfig({}), {
-      stream: { write: () => undefined },
+      stream: { write: () => undefined, hold: () => undefined },
     } as unknown as Parameters<typeof directInfoLines>[1]);
     assert.ok(text, 'the default JSON logger at info writes lines as text');
     for (const each of LINES) {
@@ -455,7 +455,7 @@ describe('request lines written as text (the service’s own JSON logger)', () =
   });
 
   test('when lines are pretty, or the level leaves info lines out, then none is written as text (pino writes, or drops, them)', () => {
-    const options = { stream: { write: () => undefined } } as unknown as Parameters<
+    const options = { stream: { write: () => undefined, hold: () => undefined } } as unknown as Parameters<
       typeof directInfoLines
     >[1];
     assert.equal(directInfoLines(loadConfig({ LOG_FORMAT: 'pretty' }), options), undefined);
