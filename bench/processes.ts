@@ -142,6 +142,16 @@ function childrenOf(pid: number): number[] {
   return children ? children.split(/\s+/).map(Number) : [];
 }
 
+/** Moves a process, every thread of it and of its children (the workers of `serve --workers`), to `cpus`. */
+export function pinProcess(pid: number, cpus: string): void {
+  runToEnd('taskset', ['-a', '-p', '-c', cpus, String(pid)], process.env);
+  try {
+    for (const child of childrenOf(pid)) pinProcess(child, cpus);
+  } catch {
+    // exited meanwhile
+  }
+}
+
 /** Resident memory of a process and its children (the workers of `serve --workers`), in bytes. */
 export function residentBytes(pid: number): number {
   try {

@@ -50,6 +50,7 @@ import {
   definedOnly,
   freePort,
   LAST_CPU,
+  pinProcess,
   ROOT,
   residentBytes,
   runToEnd,
@@ -173,14 +174,7 @@ interface Target {
 
 /** With --pin, moves a target (every thread of it and of its children) to TARGET_CPUS. */
 function pinTarget(pid: number): void {
-  if (!pin) return;
-  runToEnd('taskset', ['-a', '-p', '-c', TARGET_CPUS, String(pid)], process.env);
-  try {
-    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
-    for (const child of children ? children.split(/\s+/) : []) pinTarget(Number(child));
-  } catch {
-    // exited meanwhile
-  }
+  if (pin) pinProcess(pid, TARGET_CPUS);
 }
 
 /** `/v1/pets?limit=20&cursor=…` pages at random depths, as a client following `next` would reach them. */

@@ -22,7 +22,7 @@ import {
   cpuMicros,
   freePort,
   LAST_CPU,
-  runToEnd,
+  pinProcess,
   seedDatabase,
   serviceEnv,
   sqliteDatabase,
@@ -69,7 +69,7 @@ function parseTarget(spec: string): { name: string; cli: string; env: Record<str
   return { name: spec.slice(0, equals), cli, env };
 }
 
-const pin = (pid: number) => runToEnd('taskset', ['-a', '-p', '-c', SERVICE_CPU, String(pid)], process.env);
+const pin = (pid: number) => pinProcess(pid, SERVICE_CPU);
 
 async function main(): Promise<void> {
   if (positionals.length === 0) throw new Error('name at least one target: NAME=<cli>[@VAR=value,…]');
