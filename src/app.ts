@@ -32,7 +32,7 @@ import { metricsEndpoint, ServiceMetrics } from './http/metrics.js';
 import { openApi } from './http/openapi.js';
 import { shedLoad } from './http/overload.js';
 import { rateLimit } from './http/rate-limit.js';
-import { readScope } from './http/read-scope.js';
+import { readFromReplica, readScope } from './http/read-scope.js';
 import { requestHead } from './http/request-head.js';
 import { requestIdFor } from './http/request-id.js';
 import { RequestLog } from './http/request-log.js';
@@ -176,12 +176,19 @@ export async function buildApp({
   pruneExpiredIdempotencyKeys(app, () => pruneIdempotencyKeys(store.idempotency, now()));
   const buckets = await openTokenBuckets(config, app, now);
   const feed = new EventFeed(store.events);
+  const replicas = storage.readStats?.() !== undefined;
   const streams = new EventStreams({
     live: new LiveEvents(store.events, {
       onError: (error) => app.log.warn({ err: error }, 'reading events for the live streams failed'),
+      // With replicas, a stream catches up from one fresh enough, as the feed's pages would be read.
+      ...(replicas
+        ? { catchUpStore: { list: (query) => readFromReplica(() => store.events.list(query)) } }
+        : {}),
     }),
     server: app.server as GuardedServer,
     registry: metrics.registry,
+    verifier,
+    rateLimit: buckets && { buckets, policy: config.rateLimit },
     ...config.eventStreams,
   });
   app.addHook('onClose', async () => streams.closeAll());
@@ -229,7 +236,7 @@ export async function buildApp({
         await v1.register(scopes);
         // Whose reads these are, for read-your-writes on replicas (the PostgreSQL adapter reads it). Only
         // with replicas: on Node.js 20 an AsyncLocalStorage in use costs every promise of the process.
-        if (storage.readStats?.()) await v1.register(readScope);
+        if (replicas) await v1.register(readScope);
         await v1.register(rateLimit, { buckets, policy: config.rateLimit, metrics });
         // Last before the routes: a 304 is decided once every check above has passed.
         await v1.register(conditionalRequests);

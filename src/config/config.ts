@@ -6,6 +6,7 @@ import envSchema from 'env-schema';
 import { type Static, Type } from 'typebox';
 import { NetworkPolicy, parseNetworks } from '../domain/network-policy.js';
 import { DEFAULT_RETRY_SCHEDULE, parseDurationMs, parseRetrySchedule } from '../domain/retry-schedule.js';
+import { replicaLabel } from '../storage/postgres/replica-label.js';
 
 /**
  * What a valid value looks like, in words, where the schema's own keywords (a pattern) would not say
@@ -248,6 +249,13 @@ const EnvSchema = Type.Object({
     description:
       'Live event streams one API key may have open at once on a node; one more is 429 rate_limited.',
   }),
+  EVENT_STREAM_KEEP_ALIVE_MS: Type.Integer({
+    minimum: 100,
+    maximum: 15_000,
+    default: 10_000,
+    description:
+      'How often a `: keep-alive` comment goes out on every live event stream. A stream whose client has read nothing from one keep-alive to the next while bytes wait for it is closed (it resumes with Last-Event-ID).',
+  }),
   WEBHOOK_TIMEOUT_MS: Type.Integer({
     minimum: 100,
     maximum: 120_000,
@@ -334,7 +342,7 @@ export interface Config {
   overload: { maxEventLoopDelayMs: number; maxHeapUsedBytes: number };
   eventRetentionDays: number;
   /** Live event streams: unsent bytes before a stream is closed, and streams per key on a node. */
-  eventStreams: { bufferBytes: number; maxPerKey: number };
+  eventStreams: { bufferBytes: number; maxPerKey: number; keepAliveMs: number };
   webhooks: {
     timeoutMs: number;
     /** Delays between attempts, in milliseconds. */
@@ -450,6 +458,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     eventStreams: {
       bufferBytes: parsed.EVENT_STREAM_BUFFER_BYTES,
       maxPerKey: parsed.EVENT_STREAM_MAX_PER_KEY,
+      keepAliveMs: parsed.EVENT_STREAM_KEEP_ALIVE_MS,
     },
     webhooks: {
       timeoutMs: parsed.WEBHOOK_TIMEOUT_MS,
@@ -468,6 +477,11 @@ function replicaUrls(databaseUrl: string, urls: string[]): string[] {
   if (urls.length > 0 && !/^postgres(ql)?:\/\//.test(databaseUrl))
     throw new ConfigError(
       'invalid configuration: DATABASE_REPLICA_URLS must be empty unless DATABASE_URL is a postgres:// URL (replicas are PostgreSQL streaming replicas)',
+    );
+  const unclear = urls.findIndex((url) => replicaLabel(url) === undefined);
+  if (unclear >= 0)
+    throw new ConfigError(
+      `invalid configuration: DATABASE_REPLICA_URLS: URL ${unclear + 1} is not a postgres://user:password@host:port/database URL that parses cleanly; percent-encode any "/", "@", ":" or "#" in the user or password (e.g. / as %2F)`,
     );
   return urls;
 }

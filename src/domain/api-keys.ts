@@ -215,6 +215,28 @@ export class ApiKeyVerifier {
   }
 
   /**
+   * Which of `apiKeyHashes` (callers authenticated earlier) are still live keys now: a key revoked on
+   * any node, or past its expiry by this verifier's clock, is not. Asked of the store itself, not of
+   * any lookup remembered, so what holds a key's connection open (a live stream) learns of a
+   * revocation as soon as the database has it. Configured keys are always live and cost no read.
+   */
+  async stillLive(apiKeyHashes: Iterable<string>): Promise<Set<string>> {
+    const live = new Set<string>();
+    const stored: string[] = [];
+    for (const hash of apiKeyHashes) {
+      if (this.#configured.has(hash)) live.add(hash);
+      else stored.push(hash);
+    }
+    if (stored.length === 0) return live;
+    const at = this.#now();
+    const active = new Set(
+      (await this.#store.list()).filter((key) => keyStatus(key, at) === 'active').map((key) => key.hash),
+    );
+    for (const hash of stored) if (active.has(hash)) live.add(hash);
+    return live;
+  }
+
+  /**
    * The caller when the token is a live key, else undefined. A configured key (PETSTORE_API_KEYS) is
    * answered at once, without a promise: it needs no database, and it is on the path of every request
    * of a deployment that uses it.

@@ -4,7 +4,10 @@ import type { EventStore, EventType, StoredEvent } from './events.js';
 export interface EventSink {
   /** Events in ascending id order, each once, none skipped (of the follower's types). */
   send(events: readonly StoredEvent[]): void;
-  /** Resolves once what was sent has gone out: catching up waits for it before reading further. */
+  /**
+   * Resolves once the follower may be sent more while catching up: what was sent has gone out, and
+   * the reader may read again (its rate limit). Catching up waits for it between pages.
+   */
   drained(): Promise<void>;
   /** Catching up failed (the database did not answer): the follower is closed. */
   failed(error: unknown): void;
@@ -20,6 +23,13 @@ export interface FollowQuery {
 export interface LiveEventsOptions {
   /** Told when reading new events failed; they are read again after a pause. */
   onError?: (error: unknown) => void;
+  /**
+   * Where catching up reads its pages, when not from `store`: a copy that may be behind it (a read
+   * replica). A page from it is sent as it is (the feed's rule holds on any copy); only a short page,
+   * which would end the catch-up, is read again from `store`, so a copy behind the node's own reads
+   * never ends a catch-up early.
+   */
+  catchUpStore?: Pick<EventStore, 'list'>;
 }
 
 /** Events read per query, when catching up and when following. */
@@ -79,6 +89,7 @@ export interface Following {
  */
 export class LiveEvents {
   readonly #store: EventStore;
+  readonly #catchUpStore: Pick<EventStore, 'list'>;
   readonly #onError: (error: unknown) => void;
   readonly #followers = new Set<Follower>();
   /** While anyone follows: the greatest id the node has read (and handed to its followers). */
@@ -90,8 +101,12 @@ export class LiveEvents {
   /** Changed on every start and stop: a read begun before a stop hands nothing to a later start. */
   #generation = 0;
 
-  constructor(store: EventStore, { onError = () => undefined }: LiveEventsOptions = {}) {
+  constructor(
+    store: EventStore,
+    { onError = () => undefined, catchUpStore = store }: LiveEventsOptions = {},
+  ) {
     this.#store = store;
+    this.#catchUpStore = catchUpStore;
     this.#onError = onError;
   }
 
@@ -144,10 +159,12 @@ export class LiveEvents {
     const types = follower.types ? [...follower.types] : [];
     try {
       await this.#head;
+      // The store a short page must come from to end the catch-up: the one the node reads.
+      let from = this.#catchUpStore;
       for (;;) {
         if (follower.closed) return;
         const drops = follower.drops;
-        const page = await this.#store.list({ afterId: follower.cursor, types, limit: PAGE_SIZE });
+        const page = await from.list({ afterId: follower.cursor, types, limit: PAGE_SIZE });
         if (follower.closed) return;
         const last = page[page.length - 1];
         if (last) {
@@ -155,7 +172,12 @@ export class LiveEvents {
           follower.cursor = last.id;
         }
         if (page.length === PAGE_SIZE || follower.drops !== drops) {
+          from = this.#catchUpStore;
           await follower.sink.drained();
+          continue;
+        }
+        if (from !== this.#store) {
+          from = this.#store;
           continue;
         }
         // Caught up with the node's reads: what it read meanwhile follows, and then whatever it reads.

@@ -18,3 +18,11 @@ export const readScope = fp(
   },
   { name: 'read-scope', fastify: '5.x', dependencies: ['authentication'] },
 );
+
+/**
+ * Runs `read` as a read anyone may be served from a fresh replica (no key's writes to wait for):
+ * the pages a live stream catches up by, which end on the primary all the same (LiveEvents).
+ */
+export function readFromReplica<T>(read: () => T): T {
+  return runInReadScope({ key: '', replicaReads: true }, read);
+}
