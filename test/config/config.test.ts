@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { type Config, ConfigError, describeConfig, loadConfig } from '../../src/config/config.js';
+import { replicaLabel } from '../../src/storage/postgres/replica-label.js';
 
 const VARIABLES = [
   'HOST',
@@ -274,4 +275,35 @@ test('when any variable has a bad value, then the error says what a valid one lo
     assert.doesNotMatch(message, /nope|pattern|constant|anyOf|undefined|\benv\//, message);
   }
   assert.equal(refused, describeConfig().length - 1);
+});
+
+test('when a replica URL holds a password with an unescaped / or #, then the configuration is refused without showing it; a clean one names host, port and database only', () => {
+  const primary = 'postgres://app@127.0.0.1:5432/petstore';
+  for (const replica of [
+    'postgres://postgres:2024/Hunter2Secret@127.0.0.1:5432/petstore',
+    'postgres://postgres:pa#ss@127.0.0.1/petstore',
+  ]) {
+    assert.throws(
+      () =>
+        loadConfig({
+          DATABASE_URL: primary,
+          DATABASE_REPLICA_URLS: `postgres://r0:5432/petstore,${replica}`,
+        }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.match(
+          error.message,
+          /^invalid configuration: DATABASE_REPLICA_URLS: URL 2 is not a postgres:/,
+        );
+        assert.doesNotMatch(error.message, /Hunter2|pa#ss/);
+        return true;
+      },
+    );
+  }
+  const clean = 'postgres://postgres:2024%2FHunter2Secret@replica-2:6543/petstore?sslmode=require';
+  assert.deepEqual(loadConfig({ DATABASE_URL: primary, DATABASE_REPLICA_URLS: clean }).databaseReplicaUrls, [
+    clean,
+  ]);
+  assert.equal(replicaLabel(clean), 'replica-2:6543/petstore');
+  assert.equal(replicaLabel('postgres://replica-3'), 'replica-3:5432');
 });

@@ -176,3 +176,27 @@ test('when positions are recorded out of order, then the larger stays', async ()
   assert.equal(await positions.get('k'), undefined, 'expired');
   assert.equal(parseLsn('16/B374D848'), 0x16b374d848n);
 });
+
+test('when a replica is set aside by the first probe, before anyone listens, then a listener added later is told of it at once, by name', async () => {
+  const primary = new FakeServer('primary');
+  const replica = new FakeServer('replica');
+  replica.failing = true;
+  const router = new ReadRouter({
+    primary: primary as unknown as pg.Pool,
+    replicas: [{ url: 'postgres://u:secret@replica-9:5433/petstore', pool: replica as unknown as pg.Pool }],
+    positions: new MemoryWritePositions(30_000),
+    maxLagMs: MAX_LAG_MS,
+  });
+  routers.push(router);
+  await router.start();
+  const changes: ReplicaChange[] = [];
+  router.watch((change) => changes.push(change));
+  assert.deepEqual(
+    changes.map(({ replica: name, setAside, error }) => ({
+      name,
+      setAside,
+      error: (error as Error).message,
+    })),
+    [{ name: 'replica-9:5433/petstore', setAside: true, error: 'connection refused' }],
+  );
+});

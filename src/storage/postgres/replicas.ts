@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { currentReadScope, type ReadScope } from '../../domain/read-scope.js';
 import type { ReadStats, ReplicaChange } from '../../domain/storage.js';
 import { isPostgresUnavailable } from './errors.js';
+import { replicaLabel } from './replica-label.js';
 import { parseLsn } from './transaction.js';
 import type { WritePositions } from './write-positions.js';
 
@@ -12,13 +13,12 @@ const SET_ASIDE_MS = 3_000;
 /** How much of the primary's position history is kept past the lag bound, to measure a lag beyond it. */
 const HISTORY_MARGIN_MS = 5_000;
 
+/**
+ * A replica's name in logs and metrics (which need no key): its host, port and database, never its
+ * user or password. Configuration refuses a URL that does not parse cleanly (replicaLabel).
+ */
 function replicaName(url: string): string {
-  try {
-    const parsed = new URL(url);
-    return `${parsed.host}${parsed.pathname}`;
-  } catch {
-    return 'replica';
-  }
+  return replicaLabel(url) ?? 'replica';
 }
 
 /** One streaming replica: its pool and what its last probe said. */
@@ -29,6 +29,8 @@ class Replica {
   lagMs = Number.POSITIVE_INFINITY;
   /** Not used before this time (ms); 0 while in use. */
   asideUntil = 0;
+  /** Why it was set aside, while it is. */
+  asideFor: unknown;
 
   constructor(
     readonly pool: pg.Pool,
@@ -175,8 +177,15 @@ export class ReadRouter {
     };
   }
 
+  /**
+   * Tells `listener` of each change of a replica's state from now on, and at once of each replica set
+   * aside already (by the first probe, which runs before anyone can listen).
+   */
   watch(listener: (change: ReplicaChange) => void): void {
     this.#listeners.push(listener);
+    for (const replica of this.#replicas)
+      if (replica.asideUntil !== 0)
+        listener({ replica: replica.name, setAside: true, error: replica.asideFor });
   }
 
   #tell(change: ReplicaChange): void {
@@ -187,6 +196,7 @@ export class ReadRouter {
     // Once per spell: a replica already set aside (its probe failing again) is not told twice.
     const first = replica.asideUntil === 0;
     replica.asideUntil = this.#now() + SET_ASIDE_MS;
+    replica.asideFor = error;
     // Used again only once a probe has found it answering, and how far it has replayed.
     replica.replayed = undefined;
     replica.lagMs = Number.POSITIVE_INFINITY;
