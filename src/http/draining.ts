@@ -8,12 +8,17 @@ import type { GuardedServer } from './connections.js';
  * be sent. Those requests are served as usual, and every response then says `Connection: close`, so
  * each connection ends after its answer instead of holding the process open until its keep-alive
  * timeout. (Fastify's return503OnClosing is off: it would answer them with a body that is not our Error.)
+ * An answer sent before its request's body was read says `Connection: close` too.
  */
 export const draining = fp(
   async (app: FastifyInstance) => {
     const server = app.server as GuardedServer;
-    app.addHook('onSend', (_request, reply, payload, done) => {
-      if (server.draining) reply.header('Connection', 'close');
+    app.addHook('onSend', (request, reply, payload, done) => {
+      // An answer given before its request's body arrived (a 401 or 403 at once, a 413 past the limit):
+      // the rest of the body is nobody's, so the connection ends and lingers (GuardedServer), bounded,
+      // rather than reading it to the end for a next request, which a client that never stops sending
+      // made last until the request timeout.
+      if (server.draining || !request.raw.complete) reply.header('Connection', 'close');
       done(null, payload);
     });
   },

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { Agent, request } from 'node:http';
 import { connect } from 'node:net';
 import { gzipSync } from 'node:zlib';
-import { LINGER_MAX_BYTES } from '../../src/http/lingering-close.js';
+import { LINGER_MAX_BYTES, LINGER_NODE_BURST_BYTES } from '../../src/http/lingering-close.js';
 import { type RunningServer, startServer } from '../../src/server.js';
 import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
 import { assertErrorAnswer } from '../support/error-body.js';
@@ -149,7 +149,11 @@ backend?.describe('the lingering close is bounded', () => {
     drained(): Promise<unknown>;
     destroy(): void;
   }
-  function sendUntilDropped(declared: number, send: (sender: Sender) => Promise<void>) {
+  function sendUntilDropped(
+    declared: number,
+    send: (sender: Sender) => Promise<void>,
+    authorization = `Bearer ${TEST_KEY}`,
+  ) {
     const socket = connect({ host: '127.0.0.1', port, allowHalfOpen: true });
     const received: Buffer[] = [];
     let written = 0;
@@ -163,7 +167,7 @@ backend?.describe('the lingering close is bounded', () => {
       }),
     );
     socket.write(
-      `POST /v1/pets HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${TEST_KEY}\r\n` +
+      `POST /v1/pets HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${authorization}\r\n` +
         `Content-Type: application/json\r\nContent-Length: ${declared}\r\n\r\n`,
     );
     const sending = send({
@@ -210,5 +214,47 @@ backend?.describe('the lingering close is bounded', () => {
     assert.match(answer, /^HTTP\/1\.1 413 /);
     assert.match(answer, /"code":"payload_too_large"/);
     assert.ok(written < 2 * MIB, `the trickler was not dropped before its body ended (${written} bytes)`);
+  });
+
+  test('when a client with a bad key sends a large body slowly, then it reads its 401 and is dropped like a 413 is, not read to the request timeout', async () => {
+    const piece = Buffer.alloc(1024, ' ');
+    let droppedByServer = false;
+    const { answer } = await sendUntilDropped(
+      64 * MIB,
+      async (client) => {
+        client.write(Buffer.alloc(16 * 1024, ' '));
+        // The guard: 25 s at 100 ms a piece, beyond LINGER_MAX_MS and below REQUEST_TIMEOUT_MS (30 s).
+        for (let i = 0; i < 250 && !client.isDropped(); i++) {
+          client.write(piece);
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+        droppedByServer = client.isDropped();
+        client.destroy();
+      },
+      'Bearer pst_notAKeyOfThisStore0123456789',
+    );
+    assert.match(answer, /^HTTP\/1\.1 401 /);
+    assert.match(answer, /\r\nconnection: close\r\n/i);
+    assert.match(answer, /"code":"unauthorized"/);
+    assert.ok(droppedByServer, 'the server kept reading the body of a request it had refused');
+  });
+
+  test('when eight clients keep sending as fast as they can after their 413, then the node drops them once they have sent about LINGER_NODE_BURST_BYTES together, not eight times LINGER_MAX_BYTES', async () => {
+    const chunk = Buffer.alloc(MIB, ' ');
+    const limit = 4 * LINGER_MAX_BYTES;
+    const results = await Promise.all(
+      Array.from({ length: 8 }, () =>
+        sendUntilDropped(limit, async (client) => {
+          for (let sent = 0; sent < limit && !client.isDropped(); sent += chunk.length) {
+            if (!client.write(chunk)) await client.drained();
+          }
+        }),
+      ),
+    );
+    for (const { answer } of results) assert.match(answer, /^HTTP\/1\.1 413 /);
+    const total = results.reduce((sum, { written }) => sum + written, 0);
+    // Each client's socket buffers hold a few MiB the server never read, and a check interval's worth of
+    // every client gets past the bound before the check sees it.
+    assert.ok(total < 1.5 * LINGER_NODE_BURST_BYTES, `the clients wrote ${total} bytes together`);
   });
 });
