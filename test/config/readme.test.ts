@@ -71,6 +71,16 @@ function commandPaths(command: Command, prefix = ''): [string, Command][] {
     });
 }
 
+test("when someone reads how keys and webhooks work, then docs/api.md says the service is one store, one tenant: scopes, not ownership, and endpoints and their limit are the store's", () => {
+  assert.match(API, /\*\*One store, one tenant\.\*\* The service is one store's\./);
+  assert.match(API, /any key with\s+`webhooks:write` lists, changes and deletes every webhook endpoint/);
+  assert.match(API, /`WEBHOOK_MAX_ENDPOINTS` are the store's, shared by all its keys/);
+  assert.match(
+    API,
+    /Endpoints are the store's, not a key's: every key with the\s+scope sees and manages all of them/,
+  );
+});
+
 test('when the command line grows, then the command table (docs/configuration.md) has one row per command, with its options', () => {
   const rows = new Map<string, string>();
   for (const match of CONFIGURATION.matchAll(/^\| `petstore ([^`]+)` +\|/gm)) {

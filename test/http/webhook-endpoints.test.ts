@@ -46,6 +46,31 @@ for (const backend of backends) {
     const endpointRows = async () =>
       (await queryDatabase(server.database.url, 'SELECT id FROM webhook_endpoints')).length;
 
+    test('when one key creates an endpoint, then another key with the scopes lists, changes and deletes it: one store, one tenant', async () => {
+      const [alice, bob] = ['alice', 'bob'].map((name) =>
+        newApiKey(name, now, { scopes: ['webhooks:read', 'webhooks:write'] }),
+      );
+      for (const key of [alice, bob]) await server.storage.apiKeys.insert(key!.record);
+      const made = await server.request('POST', '/v1/webhook-endpoints', {
+        key: alice!.secret,
+        body: { url: 'https://hooks.example.com/alice' },
+      });
+      assert.equal(made.status, 201, made.text);
+      const { id } = made.json<EndpointBody>();
+      const seen = await server.request('GET', '/v1/webhook-endpoints?limit=100', { key: bob!.secret });
+      assert.ok(seen.json<EndpointBody[]>().some((endpoint) => endpoint.id === id));
+      const rotated = await server.request('POST', `/v1/webhook-endpoints/${id}/rotate-secret`, {
+        key: bob!.secret,
+      });
+      assert.equal(rotated.status, 200, rotated.text);
+      const gone = await server.request('DELETE', `/v1/webhook-endpoints/${id}`, { key: bob!.secret });
+      assert.equal(gone.status, 204);
+      assert.equal(
+        (await server.request('GET', `/v1/webhook-endpoints/${id}`, { key: alice!.secret })).status,
+        404,
+      );
+    });
+
     test('when an endpoint is created with only a url, then 201 with every field, types ["*"], description "", a whsec_ secret of 32 bytes, and Location', async () => {
       const res = await create({ url: 'https://hooks.example.com/a' });
       assert.equal(res.status, 201, res.text);
