@@ -47,26 +47,26 @@ for (const backend of backends) {
       (await queryDatabase(server.database.url, 'SELECT id FROM webhook_endpoints')).length;
 
     test('when one key creates an endpoint, then another key with the scopes lists, changes and deletes it: one store, one tenant', async () => {
-      const [alice, bob] = ['alice', 'bob'].map((name) =>
-        newApiKey(name, now, { scopes: ['webhooks:read', 'webhooks:write'] }),
-      );
-      for (const key of [alice, bob]) await server.storage.apiKeys.insert(key!.record);
+      const scopes = ['webhooks:read', 'webhooks:write'] as const;
+      const alice = newApiKey('alice', now, { scopes });
+      const bob = newApiKey('bob', now, { scopes });
+      for (const key of [alice, bob]) await server.storage.apiKeys.insert(key.record);
       const made = await server.request('POST', '/v1/webhook-endpoints', {
-        key: alice!.secret,
+        key: alice.secret,
         body: { url: 'https://hooks.example.com/alice' },
       });
       assert.equal(made.status, 201, made.text);
       const { id } = made.json<EndpointBody>();
-      const seen = await server.request('GET', '/v1/webhook-endpoints?limit=100', { key: bob!.secret });
+      const seen = await server.request('GET', '/v1/webhook-endpoints?limit=100', { key: bob.secret });
       assert.ok(seen.json<EndpointBody[]>().some((endpoint) => endpoint.id === id));
       const rotated = await server.request('POST', `/v1/webhook-endpoints/${id}/rotate-secret`, {
-        key: bob!.secret,
+        key: bob.secret,
       });
       assert.equal(rotated.status, 200, rotated.text);
-      const gone = await server.request('DELETE', `/v1/webhook-endpoints/${id}`, { key: bob!.secret });
+      const gone = await server.request('DELETE', `/v1/webhook-endpoints/${id}`, { key: bob.secret });
       assert.equal(gone.status, 204);
       assert.equal(
-        (await server.request('GET', `/v1/webhook-endpoints/${id}`, { key: alice!.secret })).status,
+        (await server.request('GET', `/v1/webhook-endpoints/${id}`, { key: alice.secret })).status,
         404,
       );
     });
