@@ -11,11 +11,13 @@ export interface EventSink {
   drained(): Promise<void>;
   /** Catching up failed (the database did not answer): the follower is closed. */
   failed(error: unknown): void;
+  /** Asked to start `now`: told the newest event's id when it joined, before anything is sent. */
+  startsAfter(id: bigint): void;
 }
 
 export interface FollowQuery {
-  /** Only events with a greater id. */
-  after: bigint;
+  /** Only events with a greater id; `now`: only those after the newest one committed as it joins. */
+  after: bigint | 'now';
   /** Only events of these types; empty: every type. */
   types: readonly EventType[];
 }
@@ -46,6 +48,8 @@ const RETRY_MS = 1_000;
 class Follower {
   /** The greatest id this follower has been sent or has passed over (other types). */
   cursor: bigint;
+  /** Asked to start after the newest event: its cursor is set once that is read. */
+  readonly fromNow: boolean;
   /** While catching up: events read by the node meanwhile, held until catching up reaches them. */
   held: StoredEvent[] | undefined = [];
   /** How many times held events were dropped (too many): catching up must read past the last drop. */
@@ -57,7 +61,8 @@ class Follower {
     { after, types }: FollowQuery,
     readonly sink: EventSink,
   ) {
-    this.cursor = after;
+    this.fromNow = after === 'now';
+    this.cursor = after === 'now' ? 0n : after;
     this.types = types.length > 0 ? new Set(types) : undefined;
   }
 
@@ -159,6 +164,13 @@ export class LiveEvents {
     const types = follower.types ? [...follower.types] : [];
     try {
       await this.#head;
+      if (follower.fromNow) {
+        // Read once it has joined: whatever commits after this read, the node's reads or the
+        // catch-up below hand it on.
+        follower.cursor = await this.#store.lastId();
+        if (follower.closed) return;
+        follower.sink.startsAfter(follower.cursor);
+      }
       // The store a short page must come from to end the catch-up: the one the node reads.
       let from = this.#catchUpStore;
       for (;;) {

@@ -295,6 +295,11 @@ class EventStream implements EventSink {
     this.end('error');
   }
 
+  /** `after=now`: the position, as a message with an id and no data, which a client records and does not dispatch. */
+  startsAfter(id: bigint): void {
+    this.write(`id: ${id}\n\n`);
+  }
+
   /**
    * Ends the response, and its connection: a client reconnects, to this node or another. What is
    * still unsent gets the drain's grace to go out; a client that does not read it is cut off then.

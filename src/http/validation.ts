@@ -14,6 +14,8 @@ import { INT64_MAX, INT64_MIN } from '../domain/pet.js';
 
 /** The annotation a schema uses to explain its `pattern` in words, for error messages. */
 export const PATTERN_MESSAGE = 'x-pattern-message';
+/** The annotation an `anyOf` schema uses to say in words what it takes, instead of one sentence per branch. */
+export const ANY_OF_MESSAGE = 'x-any-of-message';
 
 interface ExactIntegerSpec {
   int64: boolean;
@@ -50,6 +52,7 @@ function createAjv(fromText: boolean): Ajv {
     formats: { int32: true, int64: true },
   });
   ajv.addKeyword({ keyword: PATTERN_MESSAGE, schemaType: 'string' });
+  ajv.addKeyword({ keyword: ANY_OF_MESSAGE, schemaType: 'string' });
   const check: SchemaValidateFunction = (spec: ExactIntegerSpec, data: unknown, _schema, ctx) => {
     const result = exactInteger(spec, fromText, data);
     if (typeof result === 'string') {
@@ -127,7 +130,19 @@ export function describeValidationErrors(errors: readonly ErrorObject[], httpPar
   // would otherwise make a 200 KB message.
   const unknownCount = errors.filter((error) => error.keyword === 'additionalProperties').length;
   let unknownSeen = 0;
+  // A value that fits no branch of an anyOf with a message: that message alone, not one per branch.
+  const explained = new Map<string, string>();
+  for (const error of errors) {
+    const message = (error.parentSchema as Record<string, unknown> | undefined)?.[ANY_OF_MESSAGE];
+    if (error.keyword === 'anyOf' && typeof message === 'string') explained.set(error.instancePath, message);
+  }
   const sentences = errors.flatMap((error) => {
+    const message = explained.get(error.instancePath);
+    if (message !== undefined) {
+      return error.keyword === 'anyOf'
+        ? `${error.instancePath.slice(1).replaceAll('/', '.')} ${message}`
+        : [];
+    }
     if (error.keyword === 'additionalProperties' && ++unknownSeen > UNKNOWN_NAMED) {
       return unknownSeen === UNKNOWN_NAMED + 1
         ? `and ${unknownCount - UNKNOWN_NAMED} more unknown ${unknown === 'property' ? 'properties' : 'parameters'}`

@@ -61,9 +61,12 @@ function memoryLog() {
 /** A follower that takes what it is sent, and is slow to take more while `slow` holds. */
 function follower() {
   const got: StoredEvent[] = [];
-  const state = { slow: true, failed: undefined as unknown };
+  const state = { slow: true, failed: undefined as unknown, startsAfter: undefined as bigint | undefined };
   const sink: EventSink = {
     send: (events) => got.push(...events),
+    startsAfter: (id) => {
+      state.startsAfter = id;
+    },
     drained: async () => {
       while (state.slow) await new Promise((resolve) => setTimeout(resolve, 2));
     },
@@ -185,4 +188,64 @@ test('when followers of different types and positions follow, then each gets its
   );
   assert.equal(later.got[0]?.id, 17n);
   c.close();
+});
+
+test('when a follower catches up from a copy that lags behind the node (a replica), then full pages come from the copy, a short page is read again from the store, and nothing is skipped', async () => {
+  const log = memoryLog();
+  log.commit(250);
+  // The copy has replayed the first 230 events only.
+  const copy = { lists: 0 };
+  const lagging = {
+    list: async (query: EventListQuery) => {
+      copy.lists++;
+      return (await log.store.list(query)).filter((event) => event.id <= 230n);
+    },
+  };
+  const live = new LiveEvents(log.store, { catchUpStore: lagging });
+  const { got, state, sink } = follower();
+  state.slow = false;
+  const following = live.follow({ after: 0n, types: [] }, sink);
+  await until(
+    async () => got.length,
+    (n) => n >= 250,
+    'every event',
+  );
+  log.commit(5);
+  await until(
+    async () => got.length,
+    (n) => n >= 255,
+    'the events that commit afterwards',
+  );
+  following.close();
+  assert.deepEqual(
+    got.map((event) => Number(event.id)),
+    Array.from({ length: 255 }, (_, i) => i + 1),
+  );
+  assert.equal(copy.lists, 3, 'pages 1-100 and 101-200 full, then 201-230 short, from the copy');
+});
+
+test('when a follower asks to start now, then it is told the newest id first and sent only what commits after', async () => {
+  const log = memoryLog();
+  log.commit(42);
+  const live = new LiveEvents(log.store);
+  const { got, state, sink } = follower();
+  state.slow = false;
+  const following = live.follow({ after: 'now', types: [] }, sink);
+  await until(
+    async () => state.startsAfter,
+    (id) => id !== undefined,
+    'the position',
+  );
+  assert.equal(state.startsAfter, 42n);
+  log.commit(2);
+  await until(
+    async () => got.length,
+    (n) => n >= 2,
+    'the two new events',
+  );
+  following.close();
+  assert.deepEqual(
+    got.map((event) => Number(event.id)),
+    [43, 44],
+  );
 });

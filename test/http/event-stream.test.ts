@@ -129,6 +129,43 @@ for (const backend of backends) {
       stream.close();
     });
 
+    test('when a stream is opened with after=now, then its first message after retry: is the newest id alone, then only what commits after; the feed refuses now, and a bad after names what it takes', async () => {
+      await createPet('before now');
+      const newest = await lastId();
+      const stream = await open('?after=now');
+      assert.equal(stream.status, 200);
+      await until(
+        async () => stream.raw,
+        (raw) => raw.includes(`id: ${newest}\n\n`),
+        'the position message',
+      );
+      assert.ok(stream.raw.startsWith(`retry: 2000\n\nid: ${newest}\n\n`), stream.raw.slice(0, 60));
+      const rex = await createPet('after now');
+      const [message] = await stream.waitFor(1);
+      assert.equal(stream.messages.length, 1, 'the id alone dispatches nothing');
+      assert.equal(JSON.parse(message?.data ?? '{}').data.id, rex);
+      assert.equal(message?.lastEventId, String(newest + 1));
+      stream.close();
+      // Last-Event-ID wins over after=now, as over any after.
+      const resumed = await open('?after=now', { 'last-event-id': String(newest) });
+      const [again] = await resumed.waitFor(1);
+      assert.equal(again?.lastEventId, String(newest + 1));
+      assert.doesNotMatch(resumed.raw, new RegExp(`^retry: 2000\n\nid: ${newest}\n\n`));
+      resumed.close();
+      const feed = await server.request('GET', '/v1/events?after=now');
+      assert.equal(feed.status, 400);
+      assert.equal(
+        feed.json<{ message: string }>().message,
+        'after=now applies to the live stream (Accept: text/event-stream); the feed takes an event id',
+      );
+      const bad = await server.request('GET', '/v1/events?after=later');
+      assert.equal(bad.status, 400);
+      assert.equal(
+        bad.json<{ message: string }>().message,
+        'after must be an event id, an integer from 0 to 2^63-1 (or now, on the live stream)',
+      );
+    });
+
     test('when a stream is asked with limit or a malformed Last-Event-ID, then it is 400 with the Error body; without the Accept value the feed answers as before', async () => {
       const limited = await open('?limit=5');
       assert.equal(limited.status, 400);

@@ -226,7 +226,7 @@ export interface paths {
          * List events
          * @description Every change made through the API, in ascending `id` order (the order the changes committed), at most `limit`, optionally only some `type`s (repeat the parameter), only after the id given in `after`. A consumer that repeats `GET /v1/events?after=<the last id it processed>` sees every event exactly once, in order, however many nodes write: an event is listed only once every event with a smaller id is listed too or can no longer appear. While more may exist the response carries `Link: <…>; rel="next"`. The body is a bare array. Events are kept `EVENT_RETENTION_DAYS` (30 by default).
          *
-         *     **The live stream.** Asked with `Accept: text/event-stream` (what an EventSource client sends), the answer is the same events as Server-Sent Events, kept open: those after `after` (or after `Last-Event-ID`, which wins), then each one as it commits, on whichever node, in ascending id order, none skipped and none twice. A client that reconnects with the last id it received misses nothing. `limit` is refused there (`400`). A client that stops reading is disconnected once `EVENT_STREAM_BUFFER_BYTES` (1 MiB) wait unsent; a key may keep `EVENT_STREAM_MAX_PER_KEY` (10) streams open on a node (`429` beyond); a node shutting down ends its streams, and the client reconnects (`503` from a node that is shutting down).
+         *     **The live stream.** Asked with `Accept: text/event-stream` (what an EventSource client sends), the answer is the same events as Server-Sent Events, kept open: those after `after` (or after `Last-Event-ID`, which wins; `after=now` starts after the newest event, sending its id first as a message of its own), then each one as it commits, on whichever node, in ascending id order, none skipped and none twice. A client that reconnects with the last id it received misses nothing. `limit` is refused there (`400`). A client that stops reading is disconnected once `EVENT_STREAM_BUFFER_BYTES` (1 MiB) wait unsent; a key may keep `EVENT_STREAM_MAX_PER_KEY` (10) streams open on a node (`429` beyond); a node shutting down ends its streams, and the client reconnects (`503` from a node that is shutting down).
          *
          *     Needs an API key with the scope `events:read`; without it, `403 forbidden`.
          */
@@ -2387,8 +2387,8 @@ export interface operations {
                 limit?: number;
                 /** @description Only events of this type; repeat it for several (`?type=order.placed&type=order.cancelled`). */
                 type?: components["schemas"]["EventType"][];
-                /** @description Only events with a greater id: the id of the last event processed (0, the default, for all). */
-                after?: number | bigint;
+                /** @description Only events with a greater id: the id of the last event processed (0, the default, for all). On the live stream, `now` starts after the newest event committed when it opens: its first message after `retry:` is `id: <that id>` alone, which an EventSource client records as its last id without dispatching anything. The feed refuses `now` (`400`). */
+                after?: (number | bigint) | "now";
             };
             header?: {
                 /** @description Sent by an EventSource client when it reconnects: the id of the last event it received. The stream resumes after it (it counts as `after`, and wins over it). Only with `Accept: text/event-stream`. */
@@ -2467,7 +2467,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Invalid `limit`, `type` or `after`; on a stream, `limit` or a malformed `Last-Event-ID` (code: `invalid_request`) */
+            /** @description Invalid `limit`, `type` or `after` (`after=now` on the feed); on a stream, `limit` or a malformed `Last-Event-ID` (code: `invalid_request`) */
             400: {
                 headers: {
                     [name: string]: unknown;

@@ -59,7 +59,8 @@ const routes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { feed
           'id is listed too or can no longer appear. While more may exist the response carries ' +
           '`Link: <…>; rel="next"`. The body is a bare array. Events are kept `EVENT_RETENTION_DAYS` (30 by default).\n\n' +
           '**The live stream.** Asked with `Accept: text/event-stream` (what an EventSource client sends), the answer is ' +
-          'the same events as Server-Sent Events, kept open: those after `after` (or after `Last-Event-ID`, which wins), ' +
+          'the same events as Server-Sent Events, kept open: those after `after` (or after `Last-Event-ID`, which wins; ' +
+          '`after=now` starts after the newest event, sending its id first as a message of its own), ' +
           'then each one as it commits, on whichever node, in ascending id order, none skipped and none twice. A client ' +
           'that reconnects with the last id it received misses nothing. `limit` is refused there (`400`). A client that ' +
           'stops reading is disconnected once `EVENT_STREAM_BUFFER_BYTES` (1 MiB) wait unsent; a key may keep ' +
@@ -82,7 +83,7 @@ const routes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { feed
             },
           }),
           400: invalid(
-            'Invalid `limit`, `type` or `after`; on a stream, `limit` or a malformed `Last-Event-ID`',
+            'Invalid `limit`, `type` or `after` (`after=now` on the feed); on a stream, `limit` or a malformed `Last-Event-ID`',
             'after must be an integer from 0 to 2^63-1',
           ),
           default: otherErrors('GET, HEAD'),
@@ -106,6 +107,11 @@ const routes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { feed
         streams.open(request, reply, { after: resume ?? after, types: [...new Set(types)] });
         return;
       }
+      if (after === 'now')
+        throw new ApiError(
+          'invalid_request',
+          'after=now applies to the live stream (Accept: text/event-stream); the feed takes an event id',
+        );
       const page = await feed.list({ after, types, limit });
       if (page.nextAfter !== undefined)
         reply.header(

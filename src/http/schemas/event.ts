@@ -1,5 +1,6 @@
 import { type Static, Type } from 'typebox';
 import { EVENT_TYPES, type EventType as EventTypeValue } from '../../domain/events.js';
+import { ANY_OF_MESSAGE } from '../validation.js';
 import { Int64, Limit, ref } from './common.js';
 
 // Examples, as the OpenAPI document and the docs page show them; a test checks each against its schema.
@@ -87,13 +88,18 @@ export const ListEventsQuery = Type.Object(
       }),
     ),
     after: Type.Optional(
-      Type.Unsafe<bigint>({
-        type: 'integer',
-        format: 'int64',
-        minimum: 0,
+      Type.Unsafe<bigint | 'now'>({
+        anyOf: [
+          { type: 'integer', format: 'int64', minimum: 0 },
+          { type: 'string', const: 'now' },
+        ],
         default: 0,
+        [ANY_OF_MESSAGE]: 'must be an event id, an integer from 0 to 2^63-1 (or now, on the live stream)',
         description:
-          'Only events with a greater id: the id of the last event processed (0, the default, for all).',
+          'Only events with a greater id: the id of the last event processed (0, the default, for all). On the live ' +
+          'stream, `now` starts after the newest event committed when it opens: its first message after `retry:` is ' +
+          '`id: <that id>` alone, which an EventSource client records as its last id without dispatching anything. ' +
+          'The feed refuses `now` (`400`).',
       }),
     ),
   },
