@@ -1,5 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  type Stats,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { isEventType } from '../domain/events.js';
@@ -33,19 +43,73 @@ function collectType(value: string, previous: string[]): string[] {
   return [...previous, value];
 }
 
-/** The folder's secret: the one kept in `.petstore/listen-secret`, or a new one, kept there (0600). */
+/**
+ * The folder's secret: the one kept in `.petstore/listen-secret`, or a new one, kept there. Whoever can
+ * read it can forge deliveries to the receiver, and whoever can write it can choose the secret, so the
+ * folder must be this user's alone (0700) and the file too (0600), neither a link: a file or folder
+ * that others may read or write is refused, with how to mend it. A new file is created exclusively and
+ * without following links, so nothing put in its place beforehand is written through.
+ */
 export function listenSecret(dir: string): string {
+  const folder = join(dir, '.petstore');
   const path = join(dir, LISTEN_SECRET_FILE);
   try {
-    const kept = readFileSync(path, 'utf8').trim();
-    if (/^whsec_[A-Za-z0-9+/]+=*$/.test(kept)) return kept;
-  } catch {
-    // none yet
+    mkdirSync(folder, { mode: 0o700 });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
   }
-  const secret = `whsec_${randomBytes(32).toString('base64')}`;
-  mkdirSync(join(dir, '.petstore'), { recursive: true, mode: 0o700 });
-  writeFileSync(path, `${secret}\n`, { mode: 0o600 });
-  return secret;
+  assertPrivate(folder, 'folder', 0o700);
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ELOOP') throw new Error(`${path} is a symbolic link: remove it, and a new secret is made`);
+    if (code !== 'ENOENT') throw error;
+    const secret = `whsec_${randomBytes(32).toString('base64')}`;
+    const created = openSync(
+      path,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+      0o600,
+    );
+    try {
+      writeFileSync(created, `${secret}\n`);
+    } finally {
+      closeSync(created);
+    }
+    return secret;
+  }
+  try {
+    assertPrivate(path, 'file', 0o600, fstatSync(fd));
+    const kept = readFileSync(fd, 'utf8').trim();
+    if (!/^whsec_[A-Za-z0-9+/]{43}=$/.test(kept))
+      throw new Error(
+        `${path} does not hold a secret (whsec_ and 32 bytes in base64): remove it, and a new one is made`,
+      );
+    return kept;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Refuses a folder or file of the secret's that is a link, not this user's, or open to others. */
+function assertPrivate(
+  path: string,
+  kind: 'folder' | 'file',
+  mode: number,
+  stat: Stats = lstatSync(path),
+): void {
+  const wanted = kind === 'folder' ? stat.isDirectory() : stat.isFile();
+  if (!wanted)
+    throw new Error(
+      `${path} is not a ${kind}${stat.isSymbolicLink() ? ' but a symbolic link' : ''}: remove it`,
+    );
+  if (process.getuid && stat.uid !== process.getuid())
+    throw new Error(`${path} belongs to another user: remove it, and a new ${kind} is made`);
+  if ((stat.mode & 0o077) !== 0)
+    throw new Error(
+      `${path} may be read or written by others (mode ${(stat.mode & 0o777).toString(8)}), and it holds the secret that signs what reaches your receiver: run chmod ${mode.toString(8)} ${path}${kind === 'file' ? ', or remove it to have a new secret made' : ''}`,
+    );
 }
 
 /**
@@ -120,21 +184,18 @@ async function forwardEvents({ forwardTo, apiUrl, key, types, secret, io, signal
   const refused = async (response: Response) =>
     new Error(`${api}/events answered ${response.status}: ${(await response.text()).slice(0, 300)}`);
   try {
-    let last = await latestEventId(api, authorization, signal, refused);
-    if (signal.aborted) return;
-    io.stdout.write(
-      `Ready: forwarding events to ${forwardTo}, signed with ${secret} (kept in ${LISTEN_SECRET_FILE})\n`,
-    );
+    // The newest event's id once the first stream has said it (`after=now`): from then on, the last
+    // event forwarded, which a reconnect resumes after.
+    let last: bigint | undefined;
     let retryMs = RETRY_MS;
     const query = new URLSearchParams(types.map((type): [string, string] => ['type', type]));
     while (!signal.aborted) {
-      query.set('after', String(last));
+      query.set('after', last === undefined ? 'now' : String(last));
+      const headers: Record<string, string> = { accept: 'text/event-stream', authorization };
+      if (last !== undefined) headers['last-event-id'] = String(last);
       let response: Response;
       try {
-        response = await fetch(`${api}/events?${query}`, {
-          headers: { accept: 'text/event-stream', authorization, 'last-event-id': String(last) },
-          signal,
-        });
+        response = await fetch(`${api}/events?${query}`, { headers, signal });
       } catch (error) {
         if (signal.aborted) break;
         io.stderr.write(`cannot reach ${api}: ${describe(error)}; trying again in ${retryMs / 1000} s\n`);
@@ -158,8 +219,15 @@ async function forwardEvents({ forwardTo, apiUrl, key, types, secret, io, signal
       try {
         for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
           parser.push(chunk);
+          if (last === undefined && parser.lastEventId !== '') {
+            // The stream's first message: where "now" is. Forwarding starts from here.
+            last = arrived.length > 0 ? (arrived[0] as { id: bigint }).id - 1n : BigInt(parser.lastEventId);
+            io.stdout.write(
+              `Ready: forwarding events to ${forwardTo}, signed with ${secret} (kept in ${LISTEN_SECRET_FILE})\n`,
+            );
+          }
           for (const event of arrived.splice(0)) {
-            if (event.id <= last) continue; // already forwarded before a break
+            if (last !== undefined && event.id <= last) continue; // already forwarded before a break
             const id = String(event.id);
             const timestamp = Math.floor(Date.now() / 1000);
             const result = await sender.send(
@@ -174,11 +242,13 @@ async function forwardEvents({ forwardTo, apiUrl, key, types, secret, io, signal
             );
           }
         }
-        io.stderr.write(`the stream ended; reconnecting in ${retryMs / 1000} s, after event ${last}\n`);
+        io.stderr.write(
+          `the stream ended; reconnecting in ${retryMs / 1000} s, after event ${last ?? 'now'}\n`,
+        );
       } catch (error) {
         if (signal.aborted) break;
         io.stderr.write(
-          `the stream broke (${describe(error)}); reconnecting in ${retryMs / 1000} s, after event ${last}\n`,
+          `the stream broke (${describe(error)}); reconnecting in ${retryMs / 1000} s, after event ${last ?? 'now'}\n`,
         );
       }
       await pause(retryMs, signal);
@@ -202,40 +272,4 @@ function outcome(
 function describe(error: unknown): string {
   const cause = (error as { cause?: { message?: string } }).cause?.message;
   return cause ?? (error as Error).message ?? String(error);
-}
-
-/**
- * The id of the newest event, so that forwarding starts from now on: found with the feed alone, as any
- * client could (`?after=n&limit=1` is empty exactly when no event has an id above n), by doubling then
- * halving, about 2·log2(id) small reads.
- */
-async function latestEventId(
-  api: string,
-  authorization: string,
-  signal: AbortSignal,
-  refused: (response: Response) => Promise<Error>,
-): Promise<bigint> {
-  const anyAfter = async (after: bigint) => {
-    let response: Response;
-    try {
-      response = await fetch(`${api}/events?after=${after}&limit=1`, { headers: { authorization }, signal });
-    } catch (error) {
-      throw new Error(`cannot reach ${api}: ${describe(error)}`);
-    }
-    if (!response.ok) throw await refused(response);
-    return ((await response.json()) as unknown[]).length > 0;
-  };
-  if (!(await anyAfter(0n))) return 0n;
-  let low = 0n; // an event has a greater id
-  let high = 1n;
-  while (await anyAfter(high)) {
-    low = high;
-    high *= 2n;
-  }
-  while (high - low > 1n) {
-    const middle = (low + high) / 2n;
-    if (await anyAfter(middle)) low = middle;
-    else high = middle;
-  }
-  return high;
 }

@@ -1,5 +1,15 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -62,6 +72,96 @@ test('when a folder has no listen secret yet, then one is made (whsec_, 32 bytes
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test("when the secret's folder or file may be read or written by others, or the file is a link, then listen refuses it, says how to mend it, and writes nothing through the link", () => {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-listen-'));
+  const known = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
+  try {
+    const folder = join(dir, '.petstore');
+    const file = join(dir, LISTEN_SECRET_FILE);
+    mkdirSync(folder);
+    chmodSync(folder, 0o777);
+    writeFileSync(file, `${known}\n`, { mode: 0o600 });
+    assert.throws(
+      () => listenSecret(dir),
+      /\.petstore may be read or written by others \(mode 777\).*run chmod 700/,
+    );
+    chmodSync(folder, 0o700);
+    chmodSync(file, 0o644);
+    assert.throws(
+      () => listenSecret(dir),
+      /listen-secret may be read or written by others \(mode 644\).*run chmod 600/,
+    );
+    rmSync(file);
+    const target = join(dir, 'precious');
+    writeFileSync(target, 'mine\n');
+    symlinkSync(target, file);
+    assert.throws(() => listenSecret(dir), /listen-secret is a symbolic link: remove it/);
+    assert.equal(readFileSync(target, 'utf8'), 'mine\n', 'nothing written through the link');
+    rmSync(file);
+    symlinkSync(join(dir, 'nowhere'), file); // a dangling link: following it would create the file
+    assert.throws(() => listenSecret(dir), /is a symbolic link/);
+    rmSync(file);
+    const made = listenSecret(dir);
+    assert.notEqual(made, known);
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('when listen starts, then it asks for the stream from now (one request, no search of the feed); a retry: 0 is taken as 0.5 s, and data that never ends a message breaks the stream instead of filling memory', async (t) => {
+  const asked: { url: string; headers: IncomingHttpHeaders }[] = [];
+  const service = createServer((req, res) => {
+    asked.push({ url: req.url ?? '', headers: req.headers });
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    if (asked.length > 1) return; // the second stream stays open, quiet
+    res.write('retry: 0\n\nid: 5\n\n');
+    // 4 MiB of data lines with no blank line between: a message that never ends.
+    const line = `data: ${'x'.repeat(1_000)}\n`;
+    const write = (left: number) => {
+      while (left > 0) {
+        left--;
+        if (!res.write(line)) return res.once('drain', () => write(left));
+      }
+      res.end();
+    };
+    write(4_000);
+  });
+  await new Promise<void>((resolve) => service.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    service.closeAllConnections();
+    service.close();
+  });
+  const address = service.address() as { port: number };
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-listen-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const listen = new CliProcess(
+    [
+      'listen',
+      '--forward-to',
+      'http://127.0.0.1:9/hooks',
+      '--api-url',
+      `http://127.0.0.1:${address.port}/v1`,
+    ],
+    { PETSTORE_API_KEY: TEST_KEY },
+    { cwd: dir },
+  );
+  t.after(() => listen.kill());
+  await listen.waitFor('the second stream', () => (asked.length >= 2 ? true : undefined));
+  assert.match(listen.stdout, /^Ready: forwarding events to http:\/\/127\.0\.0\.1:9\/hooks/m);
+  assert.equal(asked[0]?.url, '/v1/events?after=now');
+  assert.equal(asked[0]?.headers['last-event-id'], undefined);
+  assert.match(
+    listen.stderr,
+    /the stream broke \(a message's data of the event stream is longer than 1048576 characters: not read further\); reconnecting in 0\.5 s, after event 5/,
+  );
+  assert.equal(asked[1]?.url, '/v1/events?after=5');
+  assert.equal(asked[1]?.headers['last-event-id'], '5');
+  listen.signal('SIGINT');
+  assert.equal((await listen.exitStatus()).code, 0, listen.output());
+  assert.equal(asked.length, 2);
 });
 
 test('when petstore listen forwards to a receiver and the node restarts mid-way, then the receiver verifies every event of the types asked once, webhook-id its id, the body as getEvent sends it; a redirect is reported, not followed; Ctrl-C exits 0', async (t) => {

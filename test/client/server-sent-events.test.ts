@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { type ServerSentEvent, ServerSentEventParser } from '../../packages/client/src/server-sent-events.js';
+import {
+  MAX_MESSAGE_CHARS,
+  MAX_RETRY_MS,
+  MIN_RETRY_MS,
+  type ServerSentEvent,
+  ServerSentEventParser,
+} from '../../packages/client/src/server-sent-events.js';
 import { propertyRuns } from '../support/property-runs.js';
 
 /** Everything the parser dispatches for `chunks`, and the retry values it saw. */
@@ -78,4 +84,48 @@ test('when a stream is cut into chunks anywhere, even inside a UTF-8 character, 
 test('when the command line and the client each carry the reader, then the two files are the same', () => {
   const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
   assert.equal(read('src/cli/server-sent-events.ts'), read('packages/client/src/server-sent-events.ts'));
+});
+
+test('when a service sends a line that never ends, or data lines with no blank line, then the reader throws once past MAX_MESSAGE_CHARS instead of holding more; a message just under it is read', () => {
+  const line = new ServerSentEventParser({ event: () => undefined });
+  const chunk = 'x'.repeat(64 * 1024);
+  let held = 0;
+  assert.throws(() => {
+    for (;;) {
+      line.push(chunk);
+      held += chunk.length;
+      if (held > 2 * MAX_MESSAGE_CHARS) break;
+    }
+  }, /a line of the event stream is longer than 1048576 characters/);
+  assert.ok(held <= MAX_MESSAGE_CHARS, `held ${held} characters before throwing`);
+
+  const data = new ServerSentEventParser({ event: () => undefined });
+  const dataLine = `data: ${'y'.repeat(1_000)}\n`;
+  let sent = 0;
+  assert.throws(() => {
+    for (; sent < 4 * MAX_MESSAGE_CHARS; sent += dataLine.length) data.push(dataLine);
+  }, /a message's data of the event stream is longer than/);
+  // Each line's `data: ` prefix and its LF are not data: 1,007 characters sent for 1,001 held.
+  assert.ok(sent <= MAX_MESSAGE_CHARS * 1.01, `read ${sent} characters before throwing`);
+
+  const big = 'z'.repeat(MAX_MESSAGE_CHARS - 10);
+  assert.equal(parse([`data: ${big}\n\n`]).events[0]?.data, big);
+});
+
+test('when a service sends retry: 0 or a very large retry, then the reader takes it within its bounds', () => {
+  assert.deepEqual(parse(['retry: 0\n\nretry: 999999999\n\nretry: 1500\n\n']).retries, [
+    MIN_RETRY_MS,
+    MAX_RETRY_MS,
+    1500,
+  ]);
+});
+
+test('when a stream starts with an id alone (after=now), then nothing is dispatched and the reader knows that id', () => {
+  const parser = new ServerSentEventParser({
+    event: () => {
+      throw new Error('nothing to dispatch');
+    },
+  });
+  parser.push('retry: 2000\n\nid: 42\n\n');
+  assert.equal(parser.lastEventId, '42');
 });

@@ -5,9 +5,19 @@
  * when it holds NULL), `retry` (ASCII digits only), any other field ignored, a message dispatched at a
  * blank line when it has data, and a message left unfinished at the end of the stream discarded.
  *
+ * A stream is read as something that may be broken or hostile: a line or a message's data longer than
+ * MAX_MESSAGE_CHARS throws (the reader reconnects), and a `retry` is taken within MIN_RETRY_MS and
+ * MAX_RETRY_MS.
+ *
  * The same file is src/cli/server-sent-events.ts in the service (`petstore listen`); a test keeps the
  * two equal, since neither package can import the other.
  */
+
+/** The longest line, and the most data in one message, a reader holds: a MiB of text. */
+export const MAX_MESSAGE_CHARS = 1024 * 1024;
+/** A `retry` is taken within these bounds: `retry: 0` would make a reader reconnect in a tight loop. */
+export const MIN_RETRY_MS = 500;
+export const MAX_RETRY_MS = 60_000;
 
 /** One dispatched message. */
 export interface ServerSentEvent {
@@ -32,6 +42,8 @@ export class ServerSentEventParser {
   /** The previous chunk ended with CR: an LF starting this one ends no line of its own. */
   #afterCr = false;
   #data: string[] = [];
+  /** Characters in #data, bounded by MAX_MESSAGE_CHARS. */
+  #dataChars = 0;
   #type = '';
   #lastEventId = '';
 
@@ -46,9 +58,21 @@ export class ServerSentEventParser {
     if (text.length === 0) return;
     this.#afterCr = text.endsWith('\r');
     this.#buffer += text;
+    // Split only when a line ended: splitting the whole buffer again at every chunk of a line that never
+    // ends costs time in the square of its length.
+    if (!/[\r\n]/.test(text)) {
+      if (this.#buffer.length > MAX_MESSAGE_CHARS) throw tooLong('a line');
+      return;
+    }
     const lines = this.#buffer.split(/\r\n|\r|\n/);
     this.#buffer = lines.pop() as string;
+    if (this.#buffer.length > MAX_MESSAGE_CHARS) throw tooLong('a line');
     for (const line of lines) this.#line(line);
+  }
+
+  /** The last `id` field seen so far (an `after=now` stream's first message sets it without data). */
+  get lastEventId(): string {
+    return this.#lastEventId;
   }
 
   #line(line: string): void {
@@ -62,11 +86,15 @@ export class ServerSentEventParser {
     let value = colon < 0 ? '' : line.slice(colon + 1);
     if (value.startsWith(' ')) value = value.slice(1);
     if (field === 'event') this.#type = value;
-    else if (field === 'data') this.#data.push(value);
-    else if (field === 'id') {
+    else if (field === 'data') {
+      this.#dataChars += value.length + 1;
+      if (this.#dataChars > MAX_MESSAGE_CHARS) throw tooLong("a message's data");
+      this.#data.push(value);
+    } else if (field === 'id') {
       if (!value.includes('\0')) this.#lastEventId = value;
     } else if (field === 'retry') {
-      if (/^[0-9]+$/.test(value)) this.#handlers.retry?.(Number(value));
+      if (/^[0-9]+$/.test(value))
+        this.#handlers.retry?.(Math.min(MAX_RETRY_MS, Math.max(MIN_RETRY_MS, Number(value))));
     }
   }
 
@@ -74,8 +102,15 @@ export class ServerSentEventParser {
     const data = this.#data;
     const type = this.#type;
     this.#data = [];
+    this.#dataChars = 0;
     this.#type = '';
     if (data.length === 0) return;
     this.#handlers.event({ type: type || 'message', data: data.join('\n'), lastEventId: this.#lastEventId });
   }
+}
+
+function tooLong(what: string): Error {
+  return new Error(
+    `${what} of the event stream is longer than ${MAX_MESSAGE_CHARS} characters: not read further`,
+  );
 }
