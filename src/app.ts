@@ -51,6 +51,7 @@ import { WEBHOOK_SCHEMAS } from './http/schemas/webhook.js';
 import { scopes } from './http/scopes.js';
 import { buildSharedSerializers } from './http/serialization.js';
 import { StorageOutage } from './http/storage-outage.js';
+import { streamSlots } from './http/stream-slots.js';
 import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
 import { directInfoLines, loggerOptions } from './logging.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
@@ -189,6 +190,7 @@ export async function buildApp({
     registry: metrics.registry,
     verifier,
     rateLimit: buckets && { buckets, policy: config.rateLimit },
+    slots: streamSlots(config.eventStreams.maxPerKey),
     ...config.eventStreams,
   });
   app.addHook('onClose', async () => streams.closeAll());

@@ -6,6 +6,7 @@ import { ClusterMetrics } from './cluster-metrics.js';
 import type { Config } from './config/config.js';
 import { METRICS_REQUEST, METRICS_RESPONSE } from './http/metrics.js';
 import { listenForMetrics } from './http/metrics-listener.js';
+import { StreamSlotBroker } from './http/stream-slots.js';
 import { createLogger } from './logging.js';
 import { announceFirstKey, serverUrl } from './server.js';
 import { databaseLocation, openStorage } from './storage/open-storage.js';
@@ -129,10 +130,13 @@ class Supervisor {
   readonly #bySlot = new Map<Worker, Slot>();
   readonly #log: Logger;
   readonly #metrics: ClusterMetrics;
+  /** The live streams each key holds on this node, all workers together (EVENT_STREAM_MAX_PER_KEY). */
+  readonly #streamSlots: StreamSlotBroker;
   #stopping = false;
   #failed = false;
 
   constructor(config: Config, count: number, log: Logger, metrics: ClusterMetrics) {
+    this.#streamSlots = new StreamSlotBroker(config.eventStreams.maxPerKey);
     this.#config = config;
     this.#log = log;
     this.#metrics = metrics;
@@ -185,13 +189,16 @@ class Supervisor {
     slot.worker = worker;
     this.#bySlot.set(worker, slot);
     this.#metrics.added(worker, this.#slots.indexOf(slot));
-    worker.on('message', (message) => this.#answerMetrics(worker, message));
+    worker.on('message', (message) => {
+      if (!this.#streamSlots.handle(worker, message)) this.#answerMetrics(worker, message);
+    });
   }
 
   #exited(worker: Worker, code: number, signal: string | null): void {
     const slot = this.#bySlot.get(worker);
     this.#bySlot.delete(worker);
     this.#metrics.retired(worker);
+    this.#streamSlots.retired(worker);
     const cause = signal ? `killed by ${signal}` : `exit code ${code}`;
     if (this.#stopping) {
       if (code !== 0 && signal !== 'SIGTERM') this.#failed = true;

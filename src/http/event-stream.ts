@@ -8,6 +8,7 @@ import { currentReadScope, runInReadScope } from '../domain/read-scope.js';
 import type { TokenBucketPolicy, TokenBuckets } from '../domain/token-bucket.js';
 import { DRAIN_GRACE_MS, type GuardedServer } from './connections.js';
 import { ApiError, unavailable } from './errors.js';
+import { LocalStreamSlots, type StreamSlots } from './stream-slots.js';
 
 /** What an EventSource client waits before reconnecting after the stream broke (the first message). */
 export const RETRY_MS = 2_000;
@@ -32,6 +33,8 @@ export interface EventStreamOptions {
   bufferBytes: number;
   /** Streams one API key may have open on this node (EVENT_STREAM_MAX_PER_KEY). */
   maxPerKey: number;
+  /** Where those are counted: this process's own count unless given (a worker asks its primary). */
+  slots?: StreamSlots | undefined;
   /** Asked every KEY_CHECK_MS whether the keys of open streams are still live. */
   verifier: Pick<ApiKeyVerifier, 'stillLive'>;
   /** The keys' rate limits, charged one request per page a stream catches up by; undefined when off. */
@@ -66,7 +69,7 @@ function message(event: StoredEvent): string {
 export class EventStreams {
   readonly #o: EventStreamOptions;
   readonly #open = new Set<EventStream>();
-  readonly #perKey = new Map<string, number>();
+  readonly #slots: StreamSlots;
   /** Each event's message is written once per node, whatever the number of streams sending it. */
   readonly #messages = new WeakMap<StoredEvent, string>();
   readonly #sent: Counter;
@@ -77,6 +80,7 @@ export class EventStreams {
 
   constructor(options: EventStreamOptions) {
     this.#o = options;
+    this.#slots = options.slots ?? new LocalStreamSlots(options.maxPerKey);
     const open = this.#open;
     new Gauge({
       name: 'petstore_event_streams',
@@ -101,23 +105,27 @@ export class EventStreams {
   }
 
   /** Opens a stream as the answer to `request`; throws an ApiError (429, 503) when it may not open. */
-  open(request: FastifyRequest, reply: FastifyReply, query: FollowQuery): void {
+  async open(request: FastifyRequest, reply: FastifyReply, query: FollowQuery): Promise<void> {
     if (this.#o.server.draining) throw unavailable('this node is shutting down; connect again');
     const res = reply.raw;
-    // The client went away while its key was looked up or its rate limit asked: nothing to open, and
-    // no slot to take (its 'close' has come and gone, and would never give one back).
-    if (res.destroyed || request.raw.socket.destroyed) {
+    // The client went away while its key was looked up, its rate limit asked or its slot counted:
+    // nothing to open, and no slot to keep (its 'close' has come and gone, and would never give one back).
+    const gone = () => res.destroyed || request.raw.socket.destroyed;
+    if (gone()) {
       reply.hijack();
       return;
     }
     const key = request.apiKeyHash;
-    const count = this.#perKey.get(key) ?? 0;
-    if (count >= this.#o.maxPerKey)
+    if (!(await this.#slots.take(key)))
       throw new ApiError(
         'rate_limited',
         `too many event streams for this API key: at most ${this.#o.maxPerKey} open at once on a node`,
       );
-    this.#perKey.set(key, count + 1);
+    if (gone()) {
+      this.#slots.give(key);
+      reply.hijack();
+      return;
+    }
     // Answered here, not by Fastify: the headers set so far (request id, rate limits, CORS) go with it.
     reply.hijack();
     res.setHeader('content-type', EVENT_STREAM_TYPE);
@@ -135,9 +143,7 @@ export class EventStreams {
     res.once('close', () => {
       stream.following.close();
       this.#open.delete(stream);
-      const left = (this.#perKey.get(key) ?? 1) - 1;
-      if (left > 0) this.#perKey.set(key, left);
-      else this.#perKey.delete(key);
+      this.#slots.give(key);
       this.#closed.inc({ reason: stream.closedFor ?? 'client' });
       if (this.#open.size === 0) this.#stopTimers();
     });
@@ -169,10 +175,10 @@ export class EventStreams {
 
   /** Ends the streams whose key is no longer live (revoked on any node, or expired). */
   async #checkKeys(): Promise<void> {
-    if (this.#checkingKeys || this.#perKey.size === 0) return;
+    if (this.#checkingKeys || this.#open.size === 0) return;
     this.#checkingKeys = true;
     try {
-      const live = await this.#o.verifier.stillLive(this.#perKey.keys());
+      const live = await this.#o.verifier.stillLive(new Set([...this.#open].map((stream) => stream.key)));
       for (const stream of this.#open) if (!live.has(stream.key)) stream.end('revoked');
     } catch {
       // The database did not answer: the streams' own reads fail and end them; a key is asked again.

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
 import { jsonLines, poll, type ServeProcess, startServe, workerPids } from '../support/cli.js';
+import { processHolding, TestStream } from '../support/event-stream.js';
 
 interface Answer {
   status: number;
@@ -125,6 +126,42 @@ for (const backend of backends) {
         /^without REDIS_URL each of the 2 workers keeps its own rate-limit buckets/,
       );
     });
+
+    // One backend: the count is the HTTP layer's and the primary's alone.
+    if (backend.name === 'sqlite')
+      test("when one key opens 20 live streams on a node of two workers, then 10 open and 10 are 429: the bound is the node's, whichever worker a connection reaches", async () => {
+        const key = /^ {2}(pst_\S+)$/m.exec(serve.stderr)?.[1] as string;
+        const workers = await workerPids(serve);
+        const streams = await poll('streams held by both workers', async () => {
+          const round = await Promise.all(
+            Array.from({ length: 20 }, () => TestStream.open(`${url}/v1/events?after=${2 ** 40}`, { key })),
+          );
+          const holders = new Set(
+            round.filter((s) => s.status === 200).map((s) => processHolding(s.localPort as number, workers)),
+          );
+          if (holders.size === 2) return round;
+          for (const stream of round) stream.close();
+          await Promise.all(round.map((stream) => stream.ended));
+          await new Promise((resolve) => setTimeout(resolve, 100)); // the workers hear of the closes
+          return undefined;
+        });
+        const statuses = streams.map((s) => s.status);
+        assert.equal(statuses.filter((status) => status === 200).length, 10, String(statuses));
+        assert.equal(statuses.filter((status) => status === 429).length, 10, String(statuses));
+        for (const stream of streams) stream.close();
+        await Promise.all(streams.map((stream) => stream.ended));
+        // Given back: once the closes are heard, the key opens 10 again.
+        const again = await poll('the slots to come back', async () => {
+          const round = await Promise.all(
+            Array.from({ length: 10 }, () => TestStream.open(`${url}/v1/events?after=${2 ** 40}`, { key })),
+          );
+          if (round.every((s) => s.status === 200)) return round;
+          for (const stream of round) stream.close();
+          await Promise.all(round.map((stream) => stream.ended));
+          return undefined;
+        });
+        for (const stream of again) stream.close();
+      });
 
     test('when the primary gets SIGTERM, then every worker drains and it exits 0', async () => {
       const workers = await workerPids(serve);

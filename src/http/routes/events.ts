@@ -104,7 +104,7 @@ const routes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { feed
             'limit does not apply to a stream, which sends every event: leave it out',
           );
         const resume = lastEventId(request.headers['last-event-id']);
-        streams.open(request, reply, { after: resume ?? after, types: [...new Set(types)] });
+        await streams.open(request, reply, { after: resume ?? after, types: [...new Set(types)] });
         return;
       }
       if (after === 'now')
