@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { GuardedServer } from './connections.js';
@@ -18,9 +19,21 @@ export const draining = fp(
       // the rest of the body is nobody's, so the connection ends and lingers (GuardedServer), bounded,
       // rather than reading it to the end for a next request, which a client that never stops sending
       // made last until the request timeout.
-      if (server.draining || !request.raw.complete) reply.header('Connection', 'close');
+      if (server.draining || bodyStillArriving(request.raw)) reply.header('Connection', 'close');
       done(null, payload);
     });
   },
   { name: 'draining', fastify: '5.x' },
 );
+
+/**
+ * Whether a request has a body that has not all arrived. Only a request with a body: the `complete`
+ * of a body-less one may not be set yet while its connection waits with others pipelined behind it.
+ */
+function bodyStillArriving(request: IncomingMessage): boolean {
+  const { headers } = request;
+  const hasBody =
+    headers['transfer-encoding'] !== undefined ||
+    (headers['content-length'] !== undefined && headers['content-length'] !== '0');
+  return hasBody && !request.complete;
+}

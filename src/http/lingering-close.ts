@@ -19,9 +19,10 @@ export const LINGER_MAX_BYTES = 128 * 1024 * 1024;
 export const LINGER_CHECK_MS = 10;
 /**
  * What every lingering connection of a node may read and throw away together: a burst of two whole
- * LINGER_MAX_BYTES, then this many a second (about 1 Gbit/s). Past it, the connections that are
- * still sending are dropped. Without it, 20 connections that kept sending after their 413 made a node
- * discard 5.8 GB in 10 s, at 123% of a core.
+ * LINGER_MAX_BYTES (two clients each sending a 64 MiB body before reading their 413), then this many a
+ * second (about 1 Gbit/s, so that uploads refused one after another still read their answers). Past
+ * it, the connections that are still sending are dropped. Without it, 20 connections that kept sending
+ * after their 413 made a node discard 5.8 GB in 10 s, at 123% of a core.
  */
 export const LINGER_NODE_BURST_BYTES = 2 * LINGER_MAX_BYTES;
 export const LINGER_NODE_BYTES_PER_SECOND = 128 * 1024 * 1024;
