@@ -200,6 +200,7 @@ export async function buildApp({
     {
       endpoints: new CursorCodec(cursorSecret, 'webhook-endpoints'),
       deliveries: new CursorCodec(cursorSecret, 'webhook-deliveries'),
+      attempts: new CursorCodec(cursorSecret, 'webhook-attempts'),
     },
     now,
     config.webhooks.maxEndpoints,

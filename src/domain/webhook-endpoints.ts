@@ -6,6 +6,7 @@ import {
   endpointTypes,
   newWebhookSecret,
   PREVIOUS_SECRET_TTL_MS,
+  type WebhookAttempt,
   type WebhookDelivery,
   type WebhookDeliveryStatus,
   type WebhookEndpoint,
@@ -33,13 +34,14 @@ export class WebhookEndpoints {
   readonly #policy: NetworkPolicy;
   readonly #endpointCursors: CursorCodec;
   readonly #deliveryCursors: CursorCodec;
+  readonly #attemptCursors: CursorCodec;
   readonly #now: () => Date;
   readonly #maxEndpoints: number;
 
   constructor(
     store: WebhookStore,
     policy: NetworkPolicy,
-    cursors: { endpoints: CursorCodec; deliveries: CursorCodec },
+    cursors: { endpoints: CursorCodec; deliveries: CursorCodec; attempts: CursorCodec },
     now: () => Date,
     maxEndpoints: number,
   ) {
@@ -48,6 +50,7 @@ export class WebhookEndpoints {
     this.#policy = policy;
     this.#endpointCursors = cursors.endpoints;
     this.#deliveryCursors = cursors.deliveries;
+    this.#attemptCursors = cursors.attempts;
     this.#now = now;
   }
 
@@ -118,6 +121,22 @@ export class WebhookEndpoints {
     items.length = limit;
     const last = items[items.length - 1] as WebhookDelivery;
     return { items, nextCursor: this.#deliveryCursors.encode({ afterId: last.eventId, ...filter }) };
+  }
+
+  /** Oldest first; undefined when the endpoint has no delivery of this event. */
+  async attempts(
+    endpointId: bigint,
+    eventId: bigint,
+    { limit = DEFAULT_PAGE_SIZE, cursor }: { limit?: number; cursor?: string | undefined },
+  ): Promise<Page<WebhookAttempt> | undefined> {
+    // The position is the last attempt's number; the cursor is good for this delivery only.
+    const filter = { status: `${endpointId}/${eventId}` };
+    const after = cursor ? Number(this.#attemptCursors.decode(cursor, filter).afterId) : 0;
+    const items = await this.#store.listAttempts(endpointId, eventId, after, limit + 1);
+    if (!items || items.length <= limit) return items && { items };
+    items.length = limit;
+    const last = items[items.length - 1] as WebhookAttempt;
+    return { items, nextCursor: this.#attemptCursors.encode({ afterId: BigInt(last.number), ...filter }) };
   }
 
   /** The delivery is attempted again now; undefined when the endpoint has no delivery of this event. */

@@ -13,6 +13,9 @@ export type DisabledReason = 'failing' | 'gone';
 
 export const WEBHOOK_DELIVERY_STATUSES = ['pending', 'succeeded', 'failed'] as const;
 export type WebhookDeliveryStatus = (typeof WEBHOOK_DELIVERY_STATUSES)[number];
+/** What started an attempt: the retry schedule (the first attempt too), a person's retry, a recovery. */
+export const ATTEMPT_TRIGGERS = ['schedule', 'retry', 'recover'] as const;
+export type AttemptTrigger = (typeof ATTEMPT_TRIGGERS)[number];
 
 /** How long a rotated-out secret keeps signing beside the new one. */
 export const PREVIOUS_SECRET_TTL_MS = 24 * 60 * 60 * 1000;
@@ -53,12 +56,32 @@ export interface WebhookDelivery {
   lastError: string | undefined;
 }
 
+/**
+ * One attempt of a delivery, as it is listed: the request's signature and the secret are never kept.
+ * Kept as long as its event (EVENT_RETENTION_DAYS).
+ */
+export interface WebhookAttempt {
+  /** 1 for the first attempt of the delivery. */
+  number: number;
+  startedAt: Date;
+  durationMs: number;
+  /** The receiver's status, when it answered. */
+  responseStatus: number | undefined;
+  /** The first 1 KiB of the answer's body, as text, when it answered. */
+  responseBody: string | undefined;
+  /** Why there was no answer (a timeout, a refused connection, an address refused by the policy). */
+  error: string | undefined;
+  trigger: AttemptTrigger;
+}
+
 /** A delivery leased to this node for one attempt, with what the attempt needs. */
 export interface ClaimedDelivery {
   endpointId: bigint;
   eventId: bigint;
   /** Attempts made before this one. */
   attempts: number;
+  /** What asked for this attempt. */
+  trigger: AttemptTrigger;
   url: string;
   /** The secrets to sign with: the current one, and the previous one while it still signs. */
   secrets: string[];
@@ -76,6 +99,12 @@ export interface ClaimedDelivery {
 /** How one attempt ended. */
 export interface AttemptOutcome {
   at: Date;
+  /** The attempt as it is listed (its number and trigger come from the delivery). */
+  startedAt: Date;
+  durationMs: number;
+  responseBody: string | undefined;
+  /** Why there was no answer; undefined when the receiver answered. */
+  noAnswer: string | undefined;
   succeeded: boolean;
   /** The receiver's status, when it answered. */
   responseStatus: number | undefined;
@@ -160,7 +189,17 @@ export interface WebhookStore {
   /** The new secret signs from now on, the current one beside it until `previousUntil`. */
   rotateSecret(id: bigint, secret: string, previousUntil: Date): Promise<WebhookEndpoint | undefined>;
   listDeliveries(query: DeliveryListQuery): Promise<WebhookDelivery[]>;
-  /** The delivery becomes pending, due at `at`; undefined when there is none. */
+  /**
+   * The delivery's attempts numbered above `afterNumber`, oldest first, at most `limit`; undefined when
+   * the endpoint has no delivery of this event.
+   */
+  listAttempts(
+    endpointId: bigint,
+    eventId: bigint,
+    afterNumber: number,
+    limit: number,
+  ): Promise<WebhookAttempt[] | undefined>;
+  /** The delivery becomes pending, due at `at`, its next attempt a `retry`; undefined when there is none. */
   retryDelivery(endpointId: bigint, eventId: bigint, at: Date): Promise<WebhookDelivery | undefined>;
   /**
    * Leases due deliveries of enabled endpoints until `leaseUntil`, within `limits` (see claimable). No

@@ -67,6 +67,10 @@ export class Links {
     return `${this.#api}/webhook-endpoints/${endpointId}/deliveries?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${cursor}`;
   }
 
+  webhookAttemptsPage(endpointId: bigint, eventId: bigint, limit: number, cursor: string): string {
+    return `${this.#api}/webhook-endpoints/${endpointId}/deliveries/${eventId}/attempts?limit=${limit}&cursor=${cursor}`;
+  }
+
   /** Documentation of listPets, getPet's replacement. */
   listPetsDocs(): string {
     return `${this.#docs}#/pets/listPets`;

@@ -358,7 +358,8 @@ export class Deliverer {
   async #attempt(delivery: ClaimedDelivery, endpoint: EndpointQueue, answered: () => void): Promise<void> {
     const { store, sender, schedule, now, log, metrics } = this.#o;
     const id = String(delivery.eventId);
-    const timestamp = Math.floor(now().getTime() / 1000);
+    const startedAt = now();
+    const timestamp = Math.floor(startedAt.getTime() / 1000);
     const started = performance.now();
     const headers = webhookHeaders(delivery.secrets, id, timestamp, delivery.body);
     const { tracer } = this.#o;
@@ -377,6 +378,10 @@ export class Deliverer {
     const gone = result.answered && result.status === 410;
     const outcome: AttemptOutcome = {
       at,
+      startedAt,
+      durationMs: Math.round(seconds * 1000),
+      responseBody: result.answered ? result.body : undefined,
+      noAnswer: result.answered ? undefined : result.error,
       succeeded,
       gone,
       responseStatus: result.answered ? result.status : undefined,

@@ -20,6 +20,10 @@ const disableIfFailingSince = new Date(NOW.getTime() - DISABLE_AFTER_MS);
 
 const failed = (overrides: Partial<AttemptOutcome> = {}): AttemptOutcome => ({
   at: NOW,
+  startedAt: NOW,
+  durationMs: 12,
+  responseBody: '',
+  noAnswer: undefined,
   succeeded: false,
   responseStatus: 500,
   error: 'HTTP 500',

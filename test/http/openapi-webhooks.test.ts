@@ -65,6 +65,7 @@ sqlite.describe('the OpenAPI document: events and webhooks', () => {
       'deleteWebhookEndpoint',
       'enableWebhookEndpoint',
       'getWebhookEndpoint',
+      'listWebhookAttempts',
       'listWebhookDeliveries',
       'listWebhookEndpoints',
       'retryWebhookDelivery',

@@ -274,6 +274,7 @@ describe('a delivery attempt’s span', () => {
     endpointId: 4n,
     eventId: 9n,
     attempts: 2,
+    trigger: 'schedule',
     url,
     secrets: ['whsec_x'],
     body: '{}',

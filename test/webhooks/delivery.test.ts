@@ -291,6 +291,125 @@ for (const backend of backends) {
       assert.equal(delivery?.lastResponseStatus, 200);
     });
 
+    test('when a delivery has failed in several ways and is retried, then its attempts are listed oldest first with status, answer, error, duration and trigger, paged; no signature or secret is kept; bad input is refused', async () => {
+      answerOn('/attempts', (n) =>
+        n === 1
+          ? { status: 500, body: '<img src=x onerror=alert(1)>' }
+          : n === 2
+            ? { reset: true }
+            : n === 3
+              ? { status: 503, body: 'y'.repeat(5000) }
+              : { status: 200 },
+      );
+      const endpoint = await register('/attempts');
+      await createPet('attempted');
+      const [failed] = await settle(endpoint, (d) => d[0]?.status === 'failed');
+      const retried = await server.request(
+        'POST',
+        `/v1/webhook-endpoints/${endpoint.id}/deliveries/${failed?.eventId}/retry`,
+      );
+      assert.equal(retried.status, 202, retried.text);
+      await settle(endpoint, (d) => d[0]?.status === 'succeeded');
+      const path = `/v1/webhook-endpoints/${endpoint.id}/deliveries/${failed?.eventId}/attempts`;
+      interface AttemptBody {
+        number: number;
+        startedAt: string;
+        durationMs: number;
+        responseStatus: number | null;
+        responseBody: string | null;
+        error: string | null;
+        trigger: string;
+      }
+      const all = await server.request('GET', path);
+      assert.equal(all.status, 200, all.text);
+      const attempts = all.json<AttemptBody[]>();
+      assert.deepEqual(
+        attempts.map(({ number, responseStatus, responseBody, error, trigger }) => ({
+          number,
+          responseStatus,
+          responseBody,
+          error,
+          trigger,
+        })),
+        [
+          {
+            number: 1,
+            responseStatus: 500,
+            responseBody: '<img src=x onerror=alert(1)>',
+            error: null,
+            trigger: 'schedule',
+          },
+          {
+            number: 2,
+            responseStatus: null,
+            responseBody: null,
+            error: 'connection reset',
+            trigger: 'schedule',
+          },
+          {
+            number: 3,
+            responseStatus: 503,
+            responseBody: 'y'.repeat(1024),
+            error: null,
+            trigger: 'schedule',
+          },
+          { number: 4, responseStatus: 200, responseBody: '', error: null, trigger: 'retry' },
+        ],
+      );
+      for (const attempt of attempts) {
+        assert.ok(
+          Number.isInteger(attempt.durationMs) && attempt.durationMs >= 0,
+          String(attempt.durationMs),
+        );
+        assert.match(attempt.startedAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      }
+      const starts = attempts.map((a) => Date.parse(a.startedAt));
+      assert.deepEqual(
+        starts,
+        [...starts].sort((a, b) => a - b),
+      );
+      // Paged like every list.
+      const first = await server.request('GET', `${path}?limit=3`);
+      assert.equal(first.json<AttemptBody[]>().length, 3);
+      const next = nextHref(first);
+      assert.ok(next, 'a next link');
+      const second = await server.request('GET', toPath(next));
+      assert.deepEqual(
+        second.json<AttemptBody[]>().map((a) => a.number),
+        [4],
+      );
+      assert.equal(second.headers.get('link'), null);
+      // What was sent is not kept: neither the secret nor a signature.
+      const rows = JSON.stringify(await queryDatabase(server.database.url, 'SELECT * FROM webhook_attempts'));
+      assert.doesNotMatch(rows, new RegExp(endpoint.secret.slice(6, 30).replace(/[+/]/g, '\\$&')));
+      assert.doesNotMatch(rows, /v1,[A-Za-z0-9+/]{20}/);
+      // Bad input.
+      assertError(await server.request('GET', `${path}?limit=0`), 400, 'invalid_request', /limit/);
+      assertError(await server.request('GET', `${path}?cursor=forged`), 400, 'invalid_request', /cursor/);
+      assertError(
+        await server.request('GET', `${path}?after=1`),
+        400,
+        'invalid_request',
+        /after is not a known parameter/,
+      );
+      assertError(
+        await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}/deliveries/abc/attempts`),
+        400,
+        'invalid_request',
+        /eventId/,
+      );
+      assertError(
+        await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}/deliveries/999999/attempts`),
+        404,
+        'not_found',
+      );
+      assertError(
+        await server.request('GET', `/v1/webhook-endpoints/999999/deliveries/${failed?.eventId}/attempts`),
+        404,
+        'not_found',
+      );
+    });
+
     test('when deliveries are listed, then newest event first, filtered by status, paged with rel="next" keeping the filter, a bad cursor refused', async () => {
       // Events of odd ids succeed, those of even ids fail every attempt (400, not 410, which would
       // disable): decided by the event, not by the order attempts happen to arrive in, so both kinds exist.

@@ -379,6 +379,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/webhook-endpoints/{endpointId}/deliveries/{eventId}/attempts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a delivery's attempts
+         * @description Every attempt of one delivery, oldest first: when it began, how long it took, the receiver's status and the first 1 KiB of its answer (or why there was no answer), and what started it; paged as listPets. The request's signature and the secret are never kept. Attempts are kept as long as their event.
+         *
+         *     Needs an API key with the scope `webhooks:read`; without it, `403 forbidden`.
+         */
+        get: operations["listWebhookAttempts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/webhook-endpoints/{endpointId}/deliveries/{eventId}/retry": {
         parameters: {
             query?: never;
@@ -860,6 +882,55 @@ export interface components {
          *     ]
          */
         WebhookDeliveries: components["schemas"]["WebhookDelivery"][];
+        /**
+         * @description One attempt of a delivery. The request's signature and the endpoint's secret are never kept. Attempts are kept as long as their event (`EVENT_RETENTION_DAYS`). Every field is always present.
+         * @example {
+         *       "number": 1,
+         *       "startedAt": "2026-11-23T09:30:00.198Z",
+         *       "durationMs": 12,
+         *       "responseStatus": 503,
+         *       "responseBody": "try later",
+         *       "error": null,
+         *       "trigger": "schedule"
+         *     }
+         */
+        WebhookAttempt: {
+            /** @description The attempt's number: 1 for the delivery's first. */
+            number: number;
+            /**
+             * Format: date-time
+             * @description When the attempt began (RFC 3339, UTC).
+             */
+            startedAt: string;
+            /** @description How long it took, in milliseconds, to the answer or the failure. */
+            durationMs: number;
+            /** @description The receiver's status; null when it did not answer. */
+            responseStatus: number | null;
+            /** @description The first 1 KiB of the receiver's answer, as text, exactly as it sent it (untrusted: show it escaped); null when it did not answer. */
+            responseBody: string | null;
+            /** @description Why there was no answer (a timeout, a refused or reset connection, an address the network policy refuses); null when it answered. */
+            error: string | null;
+            /**
+             * @description What started it: `schedule` (the first attempt, and the retry schedule), `retry` (retryWebhookDelivery), `recover`.
+             * @enum {string}
+             */
+            trigger: "schedule" | "retry" | "recover";
+        };
+        /**
+         * @description A page of attempts, oldest first.
+         * @example [
+         *       {
+         *         "number": 1,
+         *         "startedAt": "2026-11-23T09:30:00.198Z",
+         *         "durationMs": 12,
+         *         "responseStatus": 503,
+         *         "responseBody": "try later",
+         *         "error": null,
+         *         "trigger": "schedule"
+         *       }
+         *     ]
+         */
+        WebhookAttempts: components["schemas"]["WebhookAttempt"][];
     };
     responses: never;
     parameters: never;
@@ -3767,6 +3838,186 @@ export interface operations {
                      * @example {
                      *       "code": "not_found",
                      *       "message": "no webhook endpoint has this id",
+                     *       "status": 404
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    /** @description `"per-key";q=<burst>;w=<seconds for an empty bucket to refill>`. */
+                    "RateLimit-Policy"?: string;
+                    /** @description `"per-key";r=<requests left now>;t=<seconds until the bucket is full again>`. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "rate_limited",
+                     *       "message": "too many requests for this API key: at most 200 at once and 100 per second",
+                     *       "status": 429
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unavailable",
+                     *       "message": "the database is unavailable; retry after a few seconds",
+                     *       "status": 503
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any other error (code: `method_not_allowed`, `expectation_failed`, `request_header_fields_too_large`, `internal_error`) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listWebhookAttempts: {
+        parameters: {
+            query?: {
+                /** @description Maximum number of attempts to return. */
+                limit?: number;
+                /** @description Opaque position from a previous page's `Link: rel="next"`; follow that link rather than building it. */
+                cursor?: string;
+            };
+            header?: {
+                /** @description The `ETag`s of copies the client holds (a comma-separated list, or `*`), compared weakly: when one is the current representation's, the answer is `304` and no body. A malformed value matches nothing. */
+                "if-none-match"?: string;
+            };
+            path: {
+                /** @description Identifier of the webhook endpoint (1 to 2^63-1). */
+                endpointId: number | bigint;
+                /** @description Identifier of the event delivered (1 to 2^63-1). */
+                eventId: number | bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of attempts */
+            200: {
+                headers: {
+                    /** @description `<…/attempts?limit=…&cursor=…>; rel="next"` while more may exist. */
+                    Link?: string;
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "number": 1,
+                     *         "startedAt": "2026-11-23T09:30:00.198Z",
+                     *         "durationMs": 12,
+                     *         "responseStatus": 503,
+                     *         "responseBody": "try later",
+                     *         "error": null,
+                     *         "trigger": "schedule"
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["WebhookAttempt"][];
+                };
+            };
+            /** @description Not Modified: `If-None-Match` named the current representation's `ETag`, so the client's copy is current; no body. It needs the key and the scope, and counts against the rate limit, like a `200`. */
+            304: {
+                headers: {
+                    /** @description A strong entity tag of this representation (a digest of its bytes and of its `Link: rel="next"`): `"<digest>"`, or `"<digest>-gzip"` (`-br`, `-deflate`) when compressed. Send it back in `If-None-Match` to get `304` while it is current. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: the answer needs a key, so no shared cache keeps it; a private cache asks again each time, with `If-None-Match`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid `endpointId`, `eventId`, `limit` or `cursor` (code: `invalid_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "invalid_request",
+                     *       "message": "eventId must be an integer",
+                     *       "status": 400
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid API key (code: `unauthorized`) */
+            401: {
+                headers: {
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unauthorized",
+                     *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
+                     *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `webhooks:read` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="webhooks:read" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope webhooks:read, which this operation needs",
+                     *       "status": 403
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such endpoint, or it has no delivery of this event (code: `not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "not_found",
+                     *       "message": "this webhook endpoint has no delivery of this event",
                      *       "status": 404
                      *     }
                      */

@@ -3,7 +3,11 @@ import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import { DEFAULT_PAGE_SIZE } from '../../domain/paging.js';
 import { endpointLimitMessage, type WebhookEndpoints } from '../../domain/webhook-endpoints.js';
-import type { WebhookEndpoint as EndpointModel, WebhookDelivery } from '../../domain/webhooks.js';
+import type {
+  WebhookEndpoint as EndpointModel,
+  WebhookAttempt,
+  WebhookDelivery,
+} from '../../domain/webhooks.js';
 import { ContentEncodingHeader } from '../content-coding.js';
 import { ApiError } from '../errors.js';
 import { type Links, linkHeader } from '../links.js';
@@ -12,9 +16,11 @@ import { BODY_ERRORS, errorResponse, invalid, otherErrors, response } from '../s
 import {
   DeliveryParams,
   EndpointIdParams,
+  ListWebhookAttemptsQuery,
   ListWebhookDeliveriesQuery,
   ListWebhookEndpointsQuery,
   NewWebhookEndpoint,
+  WebhookAttempts,
   WebhookDeliveries,
   WebhookDelivery as WebhookDeliverySchema,
   WebhookEndpoint,
@@ -53,6 +59,16 @@ const deliveryView = (d: WebhookDelivery) => ({
   nextAttemptAt: d.nextAttemptAt?.toISOString() ?? null,
   lastResponseStatus: d.lastResponseStatus ?? null,
   lastError: d.lastError ?? null,
+});
+
+const attemptView = (a: WebhookAttempt) => ({
+  number: a.number,
+  startedAt: a.startedAt.toISOString(),
+  durationMs: a.durationMs,
+  responseStatus: a.responseStatus ?? null,
+  responseBody: a.responseBody ?? null,
+  error: a.error ?? null,
+  trigger: a.trigger,
 });
 
 const routes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (app, { endpoints, links }) => {
@@ -264,6 +280,46 @@ const routes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (app, { en
           linkHeader(links.webhookDeliveriesPage(endpointId, limit, status, page.nextCursor), 'next'),
         );
       return page.items.map(deliveryView);
+    },
+  );
+
+  app.get(
+    '/webhook-endpoints/:endpointId/deliveries/:eventId/attempts',
+    {
+      config: { scope: 'webhooks:read' },
+      schema: {
+        operationId: 'listWebhookAttempts',
+        summary: "List a delivery's attempts",
+        description:
+          "Every attempt of one delivery, oldest first: when it began, how long it took, the receiver's status and the first 1 KiB of its answer (or why there was no answer), and what started it; paged as listPets. The request's signature and the secret are never kept. Attempts are kept as long as their event.",
+        tags: TAGS,
+        params: DeliveryParams,
+        querystring: ListWebhookAttemptsQuery,
+        response: {
+          200: response('A page of attempts', WebhookAttempts, {
+            Link: Type.String({
+              description: '`<…/attempts?limit=…&cursor=…>; rel="next"` while more may exist.',
+            }),
+          }),
+          400: invalid('Invalid `endpointId`, `eventId`, `limit` or `cursor`', 'eventId must be an integer'),
+          404: errorResponse('No such endpoint, or it has no delivery of this event', {
+            not_found: NO_DELIVERY,
+          }),
+          default: otherErrors('GET, HEAD'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { endpointId, eventId } = request.params;
+      const { limit = DEFAULT_PAGE_SIZE, cursor } = request.query;
+      const page = await endpoints.attempts(endpointId, eventId, { limit, cursor });
+      if (!page) throw new ApiError('not_found', NO_DELIVERY);
+      if (page.nextCursor)
+        reply.header(
+          'Link',
+          linkHeader(links.webhookAttemptsPage(endpointId, eventId, limit, page.nextCursor), 'next'),
+        );
+      return page.items.map(attemptView);
     },
   );
 

@@ -1,5 +1,10 @@
 import { Type } from 'typebox';
-import { MAX_DESCRIPTION_LENGTH, MAX_URL_LENGTH, WEBHOOK_DELIVERY_STATUSES } from '../../domain/webhooks.js';
+import {
+  ATTEMPT_TRIGGERS,
+  MAX_DESCRIPTION_LENGTH,
+  MAX_URL_LENGTH,
+  WEBHOOK_DELIVERY_STATUSES,
+} from '../../domain/webhooks.js';
 import { Cursor, Int64, Limit, ref } from './common.js';
 
 const ENDPOINT_EXAMPLE = {
@@ -153,6 +158,60 @@ export const WebhookDeliveries = Type.Array(ref(WebhookDelivery), {
   examples: [[DELIVERY_EXAMPLE]],
 });
 
+const ATTEMPT_EXAMPLE = {
+  number: 1,
+  startedAt: '2026-11-23T09:30:00.198Z',
+  durationMs: 12,
+  responseStatus: 503,
+  responseBody: 'try later',
+  error: null,
+  trigger: 'schedule',
+};
+
+export const WebhookAttempt = Type.Object(
+  {
+    number: Type.Integer({ minimum: 1, description: "The attempt's number: 1 for the delivery's first." }),
+    startedAt: DateTime('When the attempt began (RFC 3339, UTC).'),
+    durationMs: Type.Integer({
+      minimum: 0,
+      description: 'How long it took, in milliseconds, to the answer or the failure.',
+    }),
+    responseStatus: Nullable({ type: 'integer' }, "The receiver's status; null when it did not answer."),
+    responseBody: Nullable(
+      { type: 'string' },
+      "The first 1 KiB of the receiver's answer, as text, exactly as it sent it (untrusted: show it escaped); null when it did not answer.",
+    ),
+    error: Nullable(
+      { type: 'string' },
+      'Why there was no answer (a timeout, a refused or reset connection, an address the network policy refuses); null when it answered.',
+    ),
+    trigger: Type.Unsafe<(typeof ATTEMPT_TRIGGERS)[number]>({
+      type: 'string',
+      enum: [...ATTEMPT_TRIGGERS],
+      description:
+        'What started it: `schedule` (the first attempt, and the retry schedule), `retry` (retryWebhookDelivery), `recover`.',
+    }),
+  },
+  {
+    $id: 'WebhookAttempt',
+    additionalProperties: false,
+    description:
+      "One attempt of a delivery. The request's signature and the endpoint's secret are never kept. Attempts are kept as long as their event (`EVENT_RETENTION_DAYS`). Every field is always present.",
+    examples: [ATTEMPT_EXAMPLE],
+  },
+);
+
+export const WebhookAttempts = Type.Array(ref(WebhookAttempt), {
+  $id: 'WebhookAttempts',
+  description: 'A page of attempts, oldest first.',
+  examples: [[ATTEMPT_EXAMPLE]],
+});
+
+export const ListWebhookAttemptsQuery = Type.Object(
+  { limit: Type.Optional(Limit('attempts')), cursor: Type.Optional(Cursor()) },
+  { additionalProperties: false },
+);
+
 export const ListWebhookEndpointsQuery = Type.Object(
   { limit: Type.Optional(Limit('endpoints')), cursor: Type.Optional(Cursor()) },
   { additionalProperties: false },
@@ -189,4 +248,6 @@ export const WEBHOOK_SCHEMAS = [
   WebhookDeliveryStatus,
   WebhookDelivery,
   WebhookDeliveries,
+  WebhookAttempt,
+  WebhookAttempts,
 ];

@@ -3,6 +3,7 @@ import { type EventType, eventJson } from '../../domain/events.js';
 import type {
   AttemptOutcome,
   AttemptRecorded,
+  AttemptTrigger,
   ClaimedDelivery,
   ClaimLimits,
   DeliveryListQuery,
@@ -10,6 +11,7 @@ import type {
   EndpointTypes,
   NewWebhookEndpoint,
   PendingDeliveries,
+  WebhookAttempt,
   WebhookDelivery,
   WebhookDeliveryStatus,
   WebhookEndpoint,
@@ -60,9 +62,9 @@ export const CLAIM_DUE = `WITH leased AS (
       SELECT ctid FROM webhook_deliveries
       WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at <= $2
       ORDER BY next_attempt_at LIMIT $3))
-    RETURNING d.event_id, d.attempts
+    RETURNING d.event_id, d.attempts, d.next_trigger
   )
-  SELECT leased.event_id, leased.attempts, e.type, e.occurred_at, e.data, e.trace_context
+  SELECT leased.event_id, leased.attempts, leased.next_trigger, e.type, e.occurred_at, e.data, e.trace_context
   FROM leased JOIN events e ON e.id = leased.event_id`;
 
 /**
@@ -95,6 +97,17 @@ export const FAN_OUT = `WITH cursor AS (
              SELECT (SELECT count(*) FROM batch) AS events, EXISTS (SELECT 1 FROM enabled) AS enabled,
                CASE WHEN EXISTS (SELECT 1 FROM added) THEN pg_notify('${WEBHOOKS_CHANNEL}', current_schema()) END,
                (SELECT count(*) FROM moved) AS moved`;
+
+/** An attempt as json_agg gives it: started_at as text. */
+interface AttemptRow {
+  number: number;
+  started_at: string;
+  duration_ms: number;
+  response_status: number | null;
+  response_body: string | null;
+  error: string | null;
+  trigger: AttemptTrigger;
+}
 
 interface AttemptResult {
   delivery: ClaimedDelivery;
@@ -266,11 +279,42 @@ export class PostgresWebhookStore implements WebhookStore {
     return rows.map(toDelivery);
   }
 
+  async listAttempts(
+    endpointId: bigint,
+    eventId: bigint,
+    afterNumber: number,
+    limit: number,
+  ): Promise<WebhookAttempt[] | undefined> {
+    // One round trip: the delivery's row (is there one?) and its attempts after the position.
+    const { rows } = await this.#reads.query<{ attempts: AttemptRow[] | null }>({
+      name: 'webhooks_list_attempts',
+      text: `SELECT (SELECT coalesce(json_agg(a ORDER BY a.number), '[]') FROM (
+                 SELECT number, started_at, duration_ms, response_status, response_body, error, trigger
+                 FROM webhook_attempts WHERE endpoint_id = $1 AND event_id = $2 AND number > $3
+                 ORDER BY number LIMIT $4) a) AS attempts
+             FROM webhook_deliveries WHERE endpoint_id = $1 AND event_id = $2`,
+      values: [endpointId, eventId, afterNumber, limit],
+    });
+    const attempts = rows[0]?.attempts;
+    if (!attempts) return undefined;
+    return attempts.map(
+      (row): WebhookAttempt => ({
+        number: row.number,
+        startedAt: new Date(row.started_at),
+        durationMs: row.duration_ms,
+        responseStatus: row.response_status ?? undefined,
+        responseBody: row.response_body ?? undefined,
+        error: row.error ?? undefined,
+        trigger: row.trigger,
+      }),
+    );
+  }
+
   async retryDelivery(endpointId: bigint, eventId: bigint, at: Date): Promise<WebhookDelivery | undefined> {
     const { rows } = await this.#pool.query<DeliveryRow>(
       `WITH retried AS (
          -- An attempt under way (leased) keeps its lease: no second attempt beside it.
-         UPDATE webhook_deliveries SET status = 'pending',
+         UPDATE webhook_deliveries SET status = 'pending', next_trigger = 'retry',
            next_attempt_at = CASE WHEN lease_until > $3 THEN next_attempt_at ELSE $3 END
          WHERE endpoint_id = $1 AND event_id = $2 RETURNING ${DELIVERY_COLUMNS}
        ) SELECT retried.*, pg_notify('${WEBHOOKS_CHANNEL}', current_schema()) FROM retried`,
@@ -310,6 +354,7 @@ export class PostgresWebhookStore implements WebhookStore {
           const { rows } = await client.query<{
             event_id: bigint;
             attempts: number;
+            next_trigger: AttemptTrigger;
             type: EventType;
             occurred_at: Date;
             data: string;
@@ -330,6 +375,7 @@ export class PostgresWebhookStore implements WebhookStore {
               endpointId: endpoint.id,
               eventId: row.event_id,
               attempts: row.attempts,
+              trigger: row.next_trigger,
               url: endpoint.url,
               secrets,
               body: eventJson({
@@ -385,11 +431,19 @@ export class PostgresWebhookStore implements WebhookStore {
       text: `WITH done AS (
                UPDATE webhook_deliveries d SET status = 'succeeded', attempts = d.attempts + 1,
                  last_attempt_at = r.at, next_attempt_at = NULL, last_response_status = r.response_status,
-                 last_error = NULL, lease_until = NULL
-               FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::int[])
-                 AS r(endpoint_id, event_id, lease_until, at, response_status)
+                 last_error = NULL, lease_until = NULL, next_trigger = 'schedule'
+               FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::int[],
+                   $6::timestamptz[], $7::int[], $8::text[], $9::text[])
+                 AS r(endpoint_id, event_id, lease_until, at, response_status, started_at, duration_ms,
+                   response_body, trigger)
                WHERE d.endpoint_id = r.endpoint_id AND d.event_id = r.event_id AND d.lease_until = r.lease_until
-               RETURNING d.endpoint_id, d.event_id
+               RETURNING d.endpoint_id, d.event_id, d.attempts, r.started_at, r.duration_ms, r.response_status,
+                 r.response_body, r.trigger
+             ), attempts_kept AS (
+               INSERT INTO webhook_attempts (endpoint_id, event_id, number, started_at, duration_ms,
+                 response_status, response_body, trigger)
+               SELECT endpoint_id, event_id, attempts, started_at, duration_ms, response_status, response_body,
+                 trigger FROM done
              ), spells_ended AS (
                UPDATE webhook_endpoints SET failing_since = NULL
                WHERE id IN (SELECT endpoint_id FROM done) AND failing_since IS NOT NULL
@@ -401,6 +455,10 @@ export class PostgresWebhookStore implements WebhookStore {
         results.map(({ delivery }) => delivery.leaseUntil),
         results.map(({ outcome }) => outcome.at),
         results.map(({ outcome }) => outcome.responseStatus ?? null),
+        results.map(({ outcome }) => outcome.startedAt),
+        results.map(({ outcome }) => outcome.durationMs),
+        results.map(({ outcome }) => outcome.responseBody ?? null),
+        results.map(({ delivery }) => delivery.trigger),
       ],
     });
     // A lease that ran out and was taken again by another attempt: that one records instead.
@@ -420,9 +478,16 @@ export class PostgresWebhookStore implements WebhookStore {
     const status = statusAfter(outcome);
     const { rowCount } = await client.query({
       name: 'webhooks_record',
-      text: `UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, last_attempt_at = $2,
-               next_attempt_at = $3, last_response_status = $4, last_error = $5, lease_until = NULL
-             WHERE endpoint_id = $6 AND event_id = $7 AND lease_until = $8`,
+      text: `WITH recorded AS (
+               UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, last_attempt_at = $2,
+                 next_attempt_at = $3, last_response_status = $4, last_error = $5, lease_until = NULL,
+                 next_trigger = 'schedule'
+               WHERE endpoint_id = $6 AND event_id = $7 AND lease_until = $8
+               RETURNING attempts
+             )
+             INSERT INTO webhook_attempts (endpoint_id, event_id, number, started_at, duration_ms,
+               response_status, response_body, error, trigger)
+             SELECT $6, $7, attempts, $9::timestamptz, $10::int, $4, $11::text, $12::text, $13::text FROM recorded`,
       values: [
         status,
         outcome.at,
@@ -432,6 +497,11 @@ export class PostgresWebhookStore implements WebhookStore {
         delivery.endpointId,
         delivery.eventId,
         delivery.leaseUntil,
+        outcome.startedAt,
+        outcome.durationMs,
+        outcome.responseBody ?? null,
+        outcome.noAnswer ?? null,
+        delivery.trigger,
       ],
     });
     if (rowCount === 0) return { recorded: false };

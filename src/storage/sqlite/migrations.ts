@@ -3,7 +3,11 @@ import { EVENT_TYPES } from '../../domain/events.js';
 import { ORDER_STATUSES } from '../../domain/order.js';
 import { PET_STATUSES } from '../../domain/pet.js';
 import type { SchemaVersions } from '../../domain/storage.js';
-import { WEBHOOK_DELIVERY_STATUSES, WEBHOOK_ENDPOINT_STATUSES } from '../../domain/webhooks.js';
+import {
+  ATTEMPT_TRIGGERS,
+  WEBHOOK_DELIVERY_STATUSES,
+  WEBHOOK_ENDPOINT_STATUSES,
+} from '../../domain/webhooks.js';
 import { assertSchemaKnown } from '../schema-version.js';
 import { sqlList } from '../sql.js';
 
@@ -146,6 +150,23 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
    ALTER TABLE webhook_endpoints ADD COLUMN deliver_after INTEGER NOT NULL DEFAULT 0;`, // Which process holds a delivery's lease: a process may lease more of an endpoint's deliveries than it
   // attempts at once (they wait in its queue) only while no other process holds any of that endpoint's.
   'ALTER TABLE webhook_deliveries ADD COLUMN lease_owner TEXT;',
+  // Every attempt, as GET …/deliveries/{eventId}/attempts lists it; gone with its delivery (and so with
+  // its event). What asks for a delivery's next attempt (a person's retry, a recovery) is kept on it.
+  `ALTER TABLE webhook_deliveries ADD COLUMN next_trigger TEXT NOT NULL DEFAULT 'schedule'
+     CHECK (next_trigger IN (${sqlList(ATTEMPT_TRIGGERS)}));
+   CREATE TABLE webhook_attempts (
+     endpoint_id     INTEGER NOT NULL,
+     event_id        INTEGER NOT NULL,
+     number          INTEGER NOT NULL,
+     started_at      INTEGER NOT NULL,
+     duration_ms     INTEGER NOT NULL,
+     response_status INTEGER,
+     response_body   TEXT,
+     error           TEXT,
+     trigger         TEXT    NOT NULL CHECK (trigger IN (${sqlList(ATTEMPT_TRIGGERS)})),
+     PRIMARY KEY (endpoint_id, event_id, number),
+     FOREIGN KEY (endpoint_id, event_id) REFERENCES webhook_deliveries (endpoint_id, event_id) ON DELETE CASCADE
+   ) WITHOUT ROWID;`,
 ];
 
 /**

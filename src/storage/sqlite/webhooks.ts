@@ -3,6 +3,7 @@ import { type EventType, eventJson } from '../../domain/events.js';
 import type {
   AttemptOutcome,
   AttemptRecorded,
+  AttemptTrigger,
   ClaimedDelivery,
   ClaimLimits,
   DeliveryListQuery,
@@ -10,6 +11,7 @@ import type {
   EndpointTypes,
   NewWebhookEndpoint,
   PendingDeliveries,
+  WebhookAttempt,
   WebhookDelivery,
   WebhookDeliveryStatus,
   WebhookEndpoint,
@@ -90,6 +92,16 @@ const toDelivery = (row: DeliveryRow): WebhookDelivery => ({
   lastError: row.last_error ?? undefined,
 });
 
+interface AttemptRow {
+  number: number;
+  started_at: number;
+  duration_ms: number;
+  response_status: number | null;
+  response_body: string | null;
+  error: string | null;
+  trigger: AttemptTrigger;
+}
+
 interface AttemptResult {
   delivery: ClaimedDelivery;
   outcome: AttemptOutcome;
@@ -124,8 +136,11 @@ function prepareDeliveryStatements(db: Database.Database) {
       )
       .safeIntegers(true),
     dueOfEndpoint: db
-      .prepare<[bigint, number, number], [bigint, bigint, EventType, bigint, string, string | null]>(
-        `SELECT d.event_id, d.attempts, e.type, e.occurred_at, e.data, e.trace_context
+      .prepare<
+        [bigint, number, number],
+        [bigint, bigint, EventType, bigint, string, string | null, AttemptTrigger]
+      >(
+        `SELECT d.event_id, d.attempts, e.type, e.occurred_at, e.data, e.trace_context, d.next_trigger
          FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
          WHERE d.endpoint_id = ? AND d.status = 'pending' AND d.next_attempt_at <= ?
          ORDER BY d.next_attempt_at LIMIT ?`,
@@ -139,8 +154,15 @@ function prepareDeliveryStatements(db: Database.Database) {
     ),
     record: db.prepare(
       `UPDATE webhook_deliveries SET status = @status, attempts = attempts + 1, last_attempt_at = @at,
-         next_attempt_at = @next, last_response_status = @responseStatus, last_error = @error, lease_until = NULL
+         next_attempt_at = @next, last_response_status = @responseStatus, last_error = @error, lease_until = NULL,
+         next_trigger = 'schedule'
        WHERE endpoint_id = @endpointId AND event_id = @eventId AND lease_until = @lease`,
+    ),
+    attempt: db.prepare(
+      `INSERT INTO webhook_attempts (endpoint_id, event_id, number, started_at, duration_ms, response_status,
+         response_body, error, trigger)
+       VALUES (@endpointId, @eventId, @number, @startedAt, @durationMs, @responseStatus, @responseBody,
+         @noAnswer, @trigger)`,
     ),
     // Written only when it changes: a success per delivery rewrote the endpoint's row each time.
     succeeded: db.prepare<[bigint]>(
@@ -319,11 +341,43 @@ export class SqliteWebhookStore implements WebhookStore {
       .map(toDelivery);
   }
 
+  async listAttempts(
+    endpointId: bigint,
+    eventId: bigint,
+    afterNumber: number,
+    limit: number,
+  ): Promise<WebhookAttempt[] | undefined> {
+    const exists = this.#db
+      .prepare<[bigint, bigint], number>(
+        'SELECT 1 FROM webhook_deliveries WHERE endpoint_id = ? AND event_id = ?',
+      )
+      .pluck()
+      .get(endpointId, eventId);
+    if (exists === undefined) return undefined;
+    return this.#db
+      .prepare<[bigint, bigint, number, number], AttemptRow>(
+        `SELECT number, started_at, duration_ms, response_status, response_body, error, trigger
+         FROM webhook_attempts WHERE endpoint_id = ? AND event_id = ? AND number > ? ORDER BY number LIMIT ?`,
+      )
+      .all(endpointId, eventId, afterNumber, limit)
+      .map(
+        (row): WebhookAttempt => ({
+          number: row.number,
+          startedAt: new Date(row.started_at),
+          durationMs: row.duration_ms,
+          responseStatus: row.response_status ?? undefined,
+          responseBody: row.response_body ?? undefined,
+          error: row.error ?? undefined,
+          trigger: row.trigger,
+        }),
+      );
+  }
+
   async retryDelivery(endpointId: bigint, eventId: bigint, at: Date): Promise<WebhookDelivery | undefined> {
     const row = this.#db
       .prepare<[{ at: number; endpointId: bigint; eventId: bigint }], DeliveryRow>(
         // An attempt under way (leased) keeps its lease: no second attempt beside it.
-        `UPDATE webhook_deliveries SET status = 'pending',
+        `UPDATE webhook_deliveries SET status = 'pending', next_trigger = 'retry',
            next_attempt_at = CASE WHEN lease_until > @at THEN next_attempt_at ELSE @at END
          WHERE endpoint_id = @endpointId AND event_id = @eventId RETURNING ${DELIVERY_COLUMNS}`,
       )
@@ -373,7 +427,7 @@ export class SqliteWebhookStore implements WebhookStore {
         date(endpoint.previous_secret_until),
         new Date(at),
       );
-      for (const [eventId, attempts, type, occurredAt, data, cause] of this.#sql.dueOfEndpoint.all(
+      for (const [eventId, attempts, type, occurredAt, data, cause, trigger] of this.#sql.dueOfEndpoint.all(
         endpoint.id,
         at,
         free,
@@ -383,6 +437,7 @@ export class SqliteWebhookStore implements WebhookStore {
           endpointId: endpoint.id,
           eventId,
           attempts: Number(attempts),
+          trigger,
           url: endpoint.url,
           secrets,
           body: eventJson({ id: eventId, type, occurredAt: new Date(Number(occurredAt)), data }),
@@ -439,6 +494,17 @@ export class SqliteWebhookStore implements WebhookStore {
       lease: delivery.leaseUntil.getTime(),
     }).changes;
     if (changed === 0) return { recorded: false };
+    this.#sql.attempt.run({
+      endpointId: delivery.endpointId,
+      eventId: delivery.eventId,
+      number: delivery.attempts + 1,
+      startedAt: outcome.startedAt.getTime(),
+      durationMs: outcome.durationMs,
+      responseStatus: outcome.responseStatus ?? null,
+      responseBody: outcome.responseBody ?? null,
+      noAnswer: outcome.noAnswer ?? null,
+      trigger: delivery.trigger,
+    });
     if (outcome.succeeded) {
       this.#sql.succeeded.run(delivery.endpointId);
       return { recorded: true, disabled: undefined, failed: false };
