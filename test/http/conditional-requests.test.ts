@@ -4,9 +4,11 @@ import { gunzipSync } from 'node:zlib';
 import { newApiKey } from '../../src/domain/api-keys.js';
 import { after, before, describe, httpLayerBackends, test } from '../support/backends.js';
 import { assertError } from '../support/error-body.js';
+import { until } from '../support/eventually.js';
 import { addAnimal, type OrderBody, placeOrder } from '../support/orders.js';
 import { sendRaw } from '../support/raw-http.js';
 import { startTestServer, TEST_KEY, type TestResponse, type TestServer } from '../support/test-server.js';
+import { WebhookReceiver } from '../support/webhook-receiver.js';
 
 /**
  * The strong tag of an answer, as the service computes it: SHA-256 of its bytes (then a line break and
@@ -43,12 +45,33 @@ for (const backend of httpLayerBackends) {
     let petId: number;
     let order: OrderBody;
     let endpointId: number;
+    /** An endpoint with one delivery, succeeded at its first attempt: its attempts stay as they are. */
+    let delivered: { endpointId: number; eventId: number };
+    let receiver: WebhookReceiver;
 
     before(async () => {
       server = await startTestServer({ backend, env: { WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8' } });
       for (let i = 0; i < 12; i++)
         await addAnimal(server, 'available', `animal number ${i}, named at length`);
+      receiver = await WebhookReceiver.start();
+      const answered = await server.request('POST', '/v1/webhook-endpoints', {
+        body: { url: receiver.url('/hooks'), types: ['pet.created'] },
+      });
+      assert.equal(answered.status, 201, answered.text);
       petId = await addAnimal(server);
+      await receiver.waitFor(1);
+      const succeeded = await until(
+        async () =>
+          (
+            await server.request(
+              'GET',
+              `/v1/webhook-endpoints/${answered.json<{ id: number }>().id}/deliveries`,
+            )
+          ).json<{ eventId: number; status: string }[]>(),
+        (deliveries) => deliveries[0]?.status === 'succeeded',
+        'the delivery to succeed',
+      );
+      delivered = { endpointId: answered.json<{ id: number }>().id, eventId: succeeded[0]?.eventId ?? 0 };
       order = await placeOrder(server, petId);
       // Last, so that no event is delivered to it and its deliveries stay as they are.
       const endpoint = await server.request('POST', '/v1/webhook-endpoints', {
@@ -57,7 +80,10 @@ for (const backend of httpLayerBackends) {
       assert.equal(endpoint.status, 201, endpoint.text);
       endpointId = endpoint.json<{ id: number }>().id;
     });
-    after(() => server.close());
+    after(async () => {
+      await server.close();
+      await receiver.close();
+    });
 
     const cases: GetCase[] = [
       { operationId: 'listPets', path: () => '/v1/pets?limit=5' },
@@ -69,6 +95,10 @@ for (const backend of httpLayerBackends) {
       { operationId: 'listWebhookEndpoints', path: () => '/v1/webhook-endpoints' },
       { operationId: 'getWebhookEndpoint', path: () => `/v1/webhook-endpoints/${endpointId}` },
       { operationId: 'listWebhookDeliveries', path: () => `/v1/webhook-endpoints/${endpointId}/deliveries` },
+      {
+        operationId: 'listWebhookAttempts',
+        path: () => `/v1/webhook-endpoints/${delivered.endpointId}/deliveries/${delivered.eventId}/attempts`,
+      },
     ];
 
     test('when the OpenAPI document is read, then every GET operation under /v1 (not the document itself, nor the probes and metrics beside /v1) is one of those tested here, and documents If-None-Match, the ETag and Cache-Control of its 200, and its 304', async () => {
