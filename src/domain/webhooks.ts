@@ -35,6 +35,10 @@ export interface WebhookEndpoint {
   /** The secret before the last rotation, signing beside the new one until `previousSecretUntil`. */
   previousSecret: string | undefined;
   previousSecretUntil: Date | undefined;
+  /** When a delivery to it last succeeded, to within a second; undefined before the first. */
+  lastSuccessAt: Date | undefined;
+  /** The first failure since the last success; undefined while not failing. */
+  failingSince: Date | undefined;
 }
 
 export interface NewWebhookEndpoint {

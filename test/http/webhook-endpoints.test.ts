@@ -82,6 +82,8 @@ for (const backend of backends) {
         'description',
         'status',
         'createdAt',
+        'lastSuccessAt',
+        'failingSince',
         'secret',
       ]);
       assert.deepEqual(
@@ -93,6 +95,8 @@ for (const backend of backends) {
           description: '',
           status: 'enabled',
           createdAt: '2026-11-26T12:00:00.000Z',
+          lastSuccessAt: null,
+          failingSince: null,
           secret: '',
         },
       );

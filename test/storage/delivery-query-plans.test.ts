@@ -39,7 +39,7 @@ const ARGUMENTS: Record<string, unknown[]> = {
       trigger: 'schedule',
     },
   ],
-  succeeded: [1n],
+  succeeded: [{ at: 1, endpointId: 1n }],
   failing: [1, 1n],
   disable: ['gone', 1n],
   endPending: [{ endpointId: 1n, at: 1 }],

@@ -209,9 +209,11 @@ for (const backend of backends) {
         const got = await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}`);
         return got.json<{ status: string }>().status === 'disabled' ? got : undefined;
       });
-      const got = (await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}`)).json();
+      const got = (await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}`)).json<{
+        failingSince: string | null;
+      }>();
       assert.deepEqual(
-        { ...(got as object), createdAt: '' },
+        { ...(got as object), createdAt: '', failingSince: '' },
         {
           id: endpoint.id,
           url: receiver.url('/gone'),
@@ -220,11 +222,14 @@ for (const backend of backends) {
           status: 'disabled',
           disabledReason: 'gone',
           createdAt: '',
+          lastSuccessAt: null,
+          failingSince: '',
         },
       );
       const [first] = await deliveries(endpoint);
       assert.equal(first?.status, 'failed');
       assert.equal(first?.attempts, 1);
+      assert.equal(got.failingSince, first?.lastAttemptAt, 'failing since its one attempt');
       assert.ok(
         logLines.some(
           (l) =>
@@ -648,10 +653,24 @@ for (const backend of backends) {
           return list[0]?.status === 'succeeded' ? list : undefined;
         });
         assert.equal(first?.attempts, 3);
+        type Health = { lastSuccessAt: string | null; failingSince: string | null; status: string };
+        const health = async () =>
+          (await server.request('GET', `/v1/webhook-endpoints/${endpoint.id}`)).json<Health>();
+        const afterSuccess = await health();
+        assert.equal(afterSuccess.lastSuccessAt, first?.lastAttemptAt, 'the success is the last');
+        assert.equal(afterSuccess.failingSince, null, 'and it ends the failing spell');
         await server.request('POST', '/v1/pets', { body: { name: 'second', categoryId: 1 } });
         assert.equal((await disabled(endpoint)).disabledReason, 'failing');
         const [second] = await listed(endpoint);
         assert.equal(second?.status, 'failed');
+        const whileDisabled = await health();
+        assert.equal(whileDisabled.lastSuccessAt, first?.lastAttemptAt, 'still the last success');
+        assert.ok(
+          whileDisabled.failingSince !== null && whileDisabled.failingSince > (first?.lastAttemptAt ?? ''),
+          `failing since the first failure after it: ${whileDisabled.failingSince}`,
+        );
+        const enabled = await server.request('POST', `/v1/webhook-endpoints/${endpoint.id}/enable`);
+        assert.equal(enabled.json<Health>().failingSince, null, 'enabled again: not failing');
         // Failures at minutes 4, 5, 6 and 7: disabled at the fourth, three minutes into the new spell
         // (counted from minute 1, the first failure ever, it would have been the first).
         assert.equal(second?.attempts, 4);

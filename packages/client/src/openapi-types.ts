@@ -739,7 +739,9 @@ export interface components {
          *       ],
          *       "description": "Fulfilment",
          *       "status": "enabled",
-         *       "createdAt": "2026-11-23T09:00:00.000Z"
+         *       "createdAt": "2026-11-23T09:00:00.000Z",
+         *       "lastSuccessAt": "2026-11-23T09:30:00.212Z",
+         *       "failingSince": null
          *     }
          */
         WebhookEndpoint: {
@@ -769,6 +771,10 @@ export interface components {
              * @description When it was registered: RFC 3339 in UTC.
              */
             createdAt: string;
+            /** @description When a delivery to it last succeeded (a 2xx), to within a second; null before the first. */
+            lastSuccessAt: string | null;
+            /** @description The first failed attempt since the last success: failing this long (WEBHOOK_DISABLE_AFTER) disables it. Null while not failing, and once enabled again. */
+            failingSince: string | null;
         };
         /**
          * @description A webhook endpoint with its signing secret, as created or rotated.
@@ -782,6 +788,8 @@ export interface components {
          *       "description": "Fulfilment",
          *       "status": "enabled",
          *       "createdAt": "2026-11-23T09:00:00.000Z",
+         *       "lastSuccessAt": "2026-11-23T09:30:00.212Z",
+         *       "failingSince": null,
          *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw4KNu3SuWdKo="
          *     }
          */
@@ -812,6 +820,10 @@ export interface components {
              * @description When it was registered: RFC 3339 in UTC.
              */
             createdAt: string;
+            /** @description When a delivery to it last succeeded (a 2xx), to within a second; null before the first. */
+            lastSuccessAt: string | null;
+            /** @description The first failed attempt since the last success: failing this long (WEBHOOK_DISABLE_AFTER) disables it. Null while not failing, and once enabled again. */
+            failingSince: string | null;
             /** @description `whsec_` and the base64 of 32 random bytes: verifies the `webhook-signature` of every delivery. Shown only in this answer: keep it. */
             secret: string;
         };
@@ -827,7 +839,9 @@ export interface components {
          *         ],
          *         "description": "Fulfilment",
          *         "status": "enabled",
-         *         "createdAt": "2026-11-23T09:00:00.000Z"
+         *         "createdAt": "2026-11-23T09:00:00.000Z",
+         *         "lastSuccessAt": "2026-11-23T09:30:00.212Z",
+         *         "failingSince": null
          *       }
          *     ]
          */
@@ -2839,7 +2853,9 @@ export interface operations {
                      *         ],
                      *         "description": "Fulfilment",
                      *         "status": "enabled",
-                     *         "createdAt": "2026-11-23T09:00:00.000Z"
+                     *         "createdAt": "2026-11-23T09:00:00.000Z",
+                     *         "lastSuccessAt": "2026-11-23T09:30:00.212Z",
+                     *         "failingSince": null
                      *       }
                      *     ]
                      */

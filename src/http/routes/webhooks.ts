@@ -49,6 +49,8 @@ const view = (e: EndpointModel) => ({
   status: e.status,
   ...(e.disabledReason ? { disabledReason: e.disabledReason } : {}),
   createdAt: e.createdAt,
+  lastSuccessAt: e.lastSuccessAt?.toISOString() ?? null,
+  failingSince: e.failingSince?.toISOString() ?? null,
 });
 
 const deliveryView = (d: WebhookDelivery) => ({

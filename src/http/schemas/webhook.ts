@@ -14,6 +14,8 @@ const ENDPOINT_EXAMPLE = {
   description: 'Fulfilment',
   status: 'enabled',
   createdAt: '2026-11-23T09:00:00.000Z',
+  lastSuccessAt: '2026-11-23T09:30:00.212Z',
+  failingSince: null,
 };
 const SECRET_EXAMPLE = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw4KNu3SuWdKo=';
 const DELIVERY_EXAMPLE = {
@@ -83,6 +85,14 @@ const endpointProperties = {
     }),
   ),
   createdAt: DateTime('When it was registered: RFC 3339 in UTC.'),
+  lastSuccessAt: Nullable(
+    { type: 'string', format: 'date-time' },
+    'When a delivery to it last succeeded (a 2xx), to within a second; null before the first.',
+  ),
+  failingSince: Nullable(
+    { type: 'string', format: 'date-time' },
+    'The first failed attempt since the last success: failing this long (WEBHOOK_DISABLE_AFTER) disables it. Null while not failing, and once enabled again.',
+  ),
 };
 
 export const WebhookEndpoint = Type.Object(endpointProperties, {

@@ -126,6 +126,8 @@ interface EndpointRow {
   secret: string;
   previous_secret: string | null;
   previous_secret_until: Date | null;
+  last_success_at: Date | null;
+  failing_since: Date | null;
 }
 
 interface DeliveryRow {
@@ -140,7 +142,7 @@ interface DeliveryRow {
 }
 
 const ENDPOINT_COLUMNS =
-  'id, url, types, description, status, disabled_reason, created_at, secret, previous_secret, previous_secret_until';
+  'id, url, types, description, status, disabled_reason, created_at, secret, previous_secret, previous_secret_until, last_success_at, failing_since';
 const DELIVERY_COLUMNS =
   'endpoint_id, event_id, status, attempts, last_attempt_at, next_attempt_at, last_response_status, last_error';
 
@@ -155,6 +157,8 @@ const toEndpoint = (row: EndpointRow): WebhookEndpoint => ({
   secret: row.secret,
   previousSecret: row.previous_secret ?? undefined,
   previousSecretUntil: row.previous_secret_until ?? undefined,
+  lastSuccessAt: row.last_success_at ?? undefined,
+  failingSince: row.failing_since ?? undefined,
 });
 
 const toDelivery = (row: DeliveryRow): WebhookDelivery => ({
@@ -437,16 +441,20 @@ export class PostgresWebhookStore implements WebhookStore {
                  AS r(endpoint_id, event_id, lease_until, at, response_status, started_at, duration_ms,
                    response_body, trigger)
                WHERE d.endpoint_id = r.endpoint_id AND d.event_id = r.event_id AND d.lease_until = r.lease_until
-               RETURNING d.endpoint_id, d.event_id, d.attempts, r.started_at, r.duration_ms, r.response_status,
-                 r.response_body, r.trigger
+               RETURNING d.endpoint_id, d.event_id, d.attempts, r.at, r.started_at, r.duration_ms,
+                 r.response_status, r.response_body, r.trigger
              ), attempts_kept AS (
                INSERT INTO webhook_attempts (endpoint_id, event_id, number, started_at, duration_ms,
                  response_status, response_body, trigger)
                SELECT endpoint_id, event_id, attempts, started_at, duration_ms, response_status, response_body,
                  trigger FROM done
              ), spells_ended AS (
-               UPDATE webhook_endpoints SET failing_since = NULL
-               WHERE id IN (SELECT endpoint_id FROM done) AND failing_since IS NOT NULL
+               -- Written only when it changes, or at most once a second: a success per delivery rewrote
+               -- the endpoint's row each time.
+               UPDATE webhook_endpoints w SET failing_since = NULL, last_success_at = s.at
+               FROM (SELECT endpoint_id, max(at) AS at FROM done GROUP BY endpoint_id) s
+               WHERE w.id = s.endpoint_id AND (w.failing_since IS NOT NULL OR w.last_success_at IS NULL
+                 OR w.last_success_at < s.at - interval '1 second')
              )
              SELECT endpoint_id, event_id FROM done`,
       values: [
@@ -508,8 +516,9 @@ export class PostgresWebhookStore implements WebhookStore {
     if (outcome.succeeded) {
       await client.query({
         name: 'webhooks_succeeded',
-        text: 'UPDATE webhook_endpoints SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL',
-        values: [delivery.endpointId],
+        text: `UPDATE webhook_endpoints SET failing_since = NULL, last_success_at = $2::timestamptz WHERE id = $1
+                 AND (failing_since IS NOT NULL OR last_success_at IS NULL OR last_success_at < $2::timestamptz - interval '1 second')`,
+        values: [delivery.endpointId, outcome.at],
       });
       return { recorded: true, disabled: undefined, failed: false };
     }

@@ -167,6 +167,8 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
      PRIMARY KEY (endpoint_id, event_id, number),
      FOREIGN KEY (endpoint_id, event_id) REFERENCES webhook_deliveries (endpoint_id, event_id) ON DELETE CASCADE
    ) WITHOUT ROWID;`,
+  // When a delivery to the endpoint last succeeded (written at most once a second per endpoint).
+  'ALTER TABLE webhook_endpoints ADD COLUMN last_success_at INTEGER;',
 ];
 
 /**

@@ -39,6 +39,8 @@ interface EndpointRow {
   secret: string;
   previous_secret: string | null;
   previous_secret_until: bigint | null;
+  last_success_at: bigint | null;
+  failing_since: bigint | null;
 }
 
 interface DeliveryRow {
@@ -53,7 +55,7 @@ interface DeliveryRow {
 }
 
 const ENDPOINT_COLUMNS =
-  'id, url, types, description, status, disabled_reason, created_at, secret, previous_secret, previous_secret_until';
+  'id, url, types, description, status, disabled_reason, created_at, secret, previous_secret, previous_secret_until, last_success_at, failing_since';
 const DELIVERY_COLUMNS =
   'endpoint_id, event_id, status, attempts, last_attempt_at, next_attempt_at, last_response_status, last_error';
 
@@ -79,6 +81,8 @@ const toEndpoint = (row: EndpointRow): WebhookEndpoint => ({
   secret: row.secret,
   previousSecret: row.previous_secret ?? undefined,
   previousSecretUntil: date(row.previous_secret_until),
+  lastSuccessAt: date(row.last_success_at),
+  failingSince: date(row.failing_since),
 });
 
 const toDelivery = (row: DeliveryRow): WebhookDelivery => ({
@@ -165,8 +169,10 @@ function prepareDeliveryStatements(db: Database.Database) {
          @noAnswer, @trigger)`,
     ),
     // Written only when it changes: a success per delivery rewrote the endpoint's row each time.
-    succeeded: db.prepare<[bigint]>(
-      'UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL',
+    // ...and last_success_at at most once a second.
+    succeeded: db.prepare<[{ at: number; endpointId: bigint }]>(
+      `UPDATE webhook_endpoints SET failing_since = NULL, last_success_at = @at WHERE id = @endpointId
+         AND (failing_since IS NOT NULL OR last_success_at IS NULL OR last_success_at < @at - 1000)`,
     ),
     failing: db
       .prepare<[number, bigint], bigint>(
@@ -506,7 +512,7 @@ export class SqliteWebhookStore implements WebhookStore {
       trigger: delivery.trigger,
     });
     if (outcome.succeeded) {
-      this.#sql.succeeded.run(delivery.endpointId);
+      this.#sql.succeeded.run({ at, endpointId: delivery.endpointId });
       return { recorded: true, disabled: undefined, failed: false };
     }
     const reason = disabledBy(
