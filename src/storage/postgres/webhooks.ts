@@ -611,7 +611,7 @@ export class PostgresWebhookStore implements WebhookStore {
       for (const e of endpoints) {
         const { rowCount } = await client.query(
           `INSERT INTO webhook_endpoints (${ENDPOINT_COLUMNS}, deliver_after)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, (SELECT coalesce(max(id), 0) FROM events))
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, (SELECT coalesce(max(id), 0) FROM events))
            ON CONFLICT (id) DO NOTHING`,
           [
             e.id,
@@ -624,6 +624,8 @@ export class PostgresWebhookStore implements WebhookStore {
             e.secret,
             e.previousSecret ?? null,
             e.previousSecretUntil ?? null,
+            e.lastSuccessAt ?? null,
+            e.failingSince ?? null,
           ],
         );
         inserted += rowCount ?? 0;

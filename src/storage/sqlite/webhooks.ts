@@ -564,7 +564,7 @@ export class SqliteWebhookStore implements WebhookStore {
     const insert = this.#db.prepare(
       `INSERT INTO webhook_endpoints (${ENDPOINT_COLUMNS}, deliver_after)
        VALUES (@id, @url, @types, @description, @status, @disabledReason, @createdAt, @secret, @previousSecret,
-         @previousSecretUntil, (SELECT coalesce(max(id), 0) FROM events))
+         @previousSecretUntil, @lastSuccessAt, @failingSince, (SELECT coalesce(max(id), 0) FROM events))
        ON CONFLICT (id) DO NOTHING`,
     );
     return this.#db
@@ -583,6 +583,8 @@ export class SqliteWebhookStore implements WebhookStore {
               secret: e.secret,
               previousSecret: e.previousSecret ?? null,
               previousSecretUntil: e.previousSecretUntil?.getTime() ?? null,
+              lastSuccessAt: e.lastSuccessAt?.getTime() ?? null,
+              failingSince: e.failingSince?.getTime() ?? null,
             }).changes,
           0,
         ),
