@@ -7,6 +7,7 @@ import { openStorage } from '../../src/storage/open-storage.js';
 import { after, backends, before, sqlite, test } from '../support/backends.js';
 import { TestStream } from '../support/event-stream.js';
 import { NEVER_MS, until } from '../support/eventually.js';
+import { withStores } from '../support/storage.js';
 import { startTestServer, TEST_KEY, type TestServer, testConfig } from '../support/test-server.js';
 
 /**
@@ -137,29 +138,20 @@ sqlite.describe('a live stream whose client stops reading or leaves early (sqlit
     server = await startTestServer({
       env: { EVENT_STREAM_KEEP_ALIVE_MS: '200' },
       // Each stored key's lookup takes a while: the window in which a client may go away.
-      wrapStorage: (storage) => ({
-        pets: storage.pets,
-        orders: storage.orders,
-        idempotency: storage.idempotency,
-        events: storage.events,
-        webhooks: storage.webhooks,
-        schema: storage.schema,
-        sharedSecret: (name) => storage.sharedSecret(name),
-        ping: () => storage.ping(),
-        analyze: () => storage.analyze(),
-        close: () => storage.close(),
-        apiKeys: wrapMethods(storage.apiKeys, (call, method) =>
-          method === 'findActiveByHash'
-            ? async (...args) => {
-                lookups.started++;
-                await sleep(150);
-                const key = await call(args);
-                lookups.answered++;
-                return key;
-              }
-            : (...args) => call(args),
-        ),
-      }),
+      wrapStorage: (storage) =>
+        withStores(storage, {
+          apiKeys: wrapMethods(storage.apiKeys, (call, method) =>
+            method === 'findActiveByHash'
+              ? async (...args) => {
+                  lookups.started++;
+                  await sleep(150);
+                  const key = await call(args);
+                  lookups.answered++;
+                  return key;
+                }
+              : (...args) => call(args),
+          ),
+        }),
     });
   });
   after(() => server.close());

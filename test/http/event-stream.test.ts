@@ -8,6 +8,7 @@ import { after, backends, before, sqlite, test } from '../support/backends.js';
 import { TestStream } from '../support/event-stream.js';
 import { until } from '../support/eventually.js';
 import { propertyRuns } from '../support/property-runs.js';
+import { withStores } from '../support/storage.js';
 import { startTestServer, TEST_KEY, type TestServer } from '../support/test-server.js';
 
 /**
@@ -28,19 +29,7 @@ function countingEventReads(storage: Storage): Storage {
     if (method === 'list' || method === 'lastId') reads.count++;
     return call(args);
   });
-  return {
-    pets: storage.pets,
-    orders: storage.orders,
-    apiKeys: storage.apiKeys,
-    idempotency: storage.idempotency,
-    events,
-    webhooks: storage.webhooks,
-    schema: storage.schema,
-    sharedSecret: (name) => storage.sharedSecret(name),
-    ping: () => storage.ping(),
-    analyze: () => storage.analyze(),
-    close: () => storage.close(),
-  };
+  return withStores(storage, { events });
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -24,3 +24,25 @@ export async function serialisedAs(name: 'Pet' | 'Pets', value: unknown): Promis
     await app.close();
   }
 }
+
+/**
+ * The same storage with some of its stores replaced (one counting or slowing its calls, say): the
+ * others, and its methods, go to `storage` itself, which a spread would lose (they live on its class).
+ */
+export const withStores = (
+  storage: Storage,
+  replaced: Partial<Pick<Storage, 'pets' | 'orders' | 'apiKeys' | 'idempotency' | 'events' | 'webhooks'>>,
+): Storage => ({
+  pets: storage.pets,
+  orders: storage.orders,
+  apiKeys: storage.apiKeys,
+  idempotency: storage.idempotency,
+  events: storage.events,
+  webhooks: storage.webhooks,
+  schema: storage.schema,
+  sharedSecret: (name) => storage.sharedSecret(name),
+  ping: () => storage.ping(),
+  analyze: () => storage.analyze(),
+  close: () => storage.close(),
+  ...replaced,
+});

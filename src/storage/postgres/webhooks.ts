@@ -25,6 +25,7 @@ import {
   signingSecrets,
   statusAfter,
 } from '../../domain/webhooks.js';
+import { ATTEMPT_COLUMNS, type AttemptRow, toAttempt } from '../attempt-row.js';
 import { CreateBatcher } from '../create-batcher.js';
 import { countRows } from './count.js';
 import { WEBHOOKS_CHANNEL } from './events.js';
@@ -97,17 +98,6 @@ export const FAN_OUT = `WITH cursor AS (
              SELECT (SELECT count(*) FROM batch) AS events, EXISTS (SELECT 1 FROM enabled) AS enabled,
                CASE WHEN EXISTS (SELECT 1 FROM added) THEN pg_notify('${WEBHOOKS_CHANNEL}', current_schema()) END,
                (SELECT count(*) FROM moved) AS moved`;
-
-/** An attempt as json_agg gives it: started_at as text. */
-interface AttemptRow {
-  number: number;
-  started_at: string;
-  duration_ms: number;
-  response_status: number | null;
-  response_body: string | null;
-  error: string | null;
-  trigger: AttemptTrigger;
-}
 
 interface AttemptResult {
   delivery: ClaimedDelivery;
@@ -293,7 +283,7 @@ export class PostgresWebhookStore implements WebhookStore {
     const { rows } = await this.#reads.query<{ attempts: AttemptRow[] | null }>({
       name: 'webhooks_list_attempts',
       text: `SELECT (SELECT coalesce(json_agg(a ORDER BY a.number), '[]') FROM (
-                 SELECT number, started_at, duration_ms, response_status, response_body, error, trigger
+                 SELECT ${ATTEMPT_COLUMNS}
                  FROM webhook_attempts WHERE endpoint_id = $1 AND event_id = $2 AND number > $3
                  ORDER BY number LIMIT $4) a) AS attempts
              FROM webhook_deliveries WHERE endpoint_id = $1 AND event_id = $2`,
@@ -301,17 +291,7 @@ export class PostgresWebhookStore implements WebhookStore {
     });
     const attempts = rows[0]?.attempts;
     if (!attempts) return undefined;
-    return attempts.map(
-      (row): WebhookAttempt => ({
-        number: row.number,
-        startedAt: new Date(row.started_at),
-        durationMs: row.duration_ms,
-        responseStatus: row.response_status ?? undefined,
-        responseBody: row.response_body ?? undefined,
-        error: row.error ?? undefined,
-        trigger: row.trigger,
-      }),
-    );
+    return attempts.map(toAttempt);
   }
 
   async retryDelivery(endpointId: bigint, eventId: bigint, at: Date): Promise<WebhookDelivery | undefined> {

@@ -25,6 +25,7 @@ import {
   signingSecrets,
   statusAfter,
 } from '../../domain/webhooks.js';
+import { ATTEMPT_COLUMNS, type AttemptRow, toAttempt } from '../attempt-row.js';
 import { CreateBatcher } from '../create-batcher.js';
 import { type SqliteEventLog, watchOtherProcesses } from './events.js';
 
@@ -95,16 +96,6 @@ const toDelivery = (row: DeliveryRow): WebhookDelivery => ({
   lastResponseStatus: row.last_response_status === null ? undefined : Number(row.last_response_status),
   lastError: row.last_error ?? undefined,
 });
-
-interface AttemptRow {
-  number: number;
-  started_at: number;
-  duration_ms: number;
-  response_status: number | null;
-  response_body: string | null;
-  error: string | null;
-  trigger: AttemptTrigger;
-}
 
 interface AttemptResult {
   delivery: ClaimedDelivery;
@@ -362,21 +353,11 @@ export class SqliteWebhookStore implements WebhookStore {
     if (exists === undefined) return undefined;
     return this.#db
       .prepare<[bigint, bigint, number, number], AttemptRow>(
-        `SELECT number, started_at, duration_ms, response_status, response_body, error, trigger
+        `SELECT ${ATTEMPT_COLUMNS}
          FROM webhook_attempts WHERE endpoint_id = ? AND event_id = ? AND number > ? ORDER BY number LIMIT ?`,
       )
       .all(endpointId, eventId, afterNumber, limit)
-      .map(
-        (row): WebhookAttempt => ({
-          number: row.number,
-          startedAt: new Date(row.started_at),
-          durationMs: row.duration_ms,
-          responseStatus: row.response_status ?? undefined,
-          responseBody: row.response_body ?? undefined,
-          error: row.error ?? undefined,
-          trigger: row.trigger,
-        }),
-      );
+      .map(toAttempt);
   }
 
   async retryDelivery(endpointId: bigint, eventId: bigint, at: Date): Promise<WebhookDelivery | undefined> {
