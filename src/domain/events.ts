@@ -6,7 +6,14 @@ import type { Pet } from './pet.js';
  * in the transaction that makes the change (the storage adapters do it), so neither exists without the
  * other. A request that changes nothing records nothing.
  */
-export const EVENT_TYPES = ['pet.created', 'order.placed', 'order.delivered', 'order.cancelled'] as const;
+export const EVENT_TYPES = [
+  'pet.created',
+  'order.placed',
+  'order.delivered',
+  'order.cancelled',
+  // Not a change made through the API: a delivery process disabled an endpoint (webhooks.ts).
+  'webhook_endpoint.disabled',
+] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
 export const isEventType = (value: string): value is EventType =>

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
-import { type EventType, isEventType } from './events.js';
+import { EVENT_TYPES, type EventType, isEventType, type NewEvent } from './events.js';
 import type { NetworkPolicy } from './network-policy.js';
 
 /** An endpoint's `types`: event types, or `*` for every type, now and later. */
@@ -258,7 +258,7 @@ export function endpointTypes(types: readonly string[] | undefined): EndpointTyp
   if (types.length === 1 && types[0] === '*') return ['*'];
   if (types.length === 0 || !types.every(isEventType))
     throw new InvalidEndpointError(
-      'types must be a non-empty list of event types (pet.created, order.placed, order.delivered, order.cancelled), or ["*"]',
+      `types must be a non-empty list of event types (${EVENT_TYPES.join(', ')}), or ["*"]`,
     );
   return [...new Set(types)];
 }
@@ -297,6 +297,38 @@ export function checkEndpointUrl(text: string, policy: NetworkPolicy): string {
     throw refuse('must not point to a private, loopback, link-local or otherwise non-public address');
   return text;
 }
+
+/**
+ * An endpoint as the API shows it, its secrets left out: getWebhookEndpoint's body, and the data of
+ * its webhook_endpoint.disabled event.
+ */
+export const publicEndpoint = (e: WebhookEndpoint) => ({
+  id: e.id,
+  url: e.url,
+  types: [...e.types],
+  description: e.description,
+  status: e.status,
+  ...(e.disabledReason ? { disabledReason: e.disabledReason } : {}),
+  createdAt: e.createdAt.toISOString(),
+  lastSuccessAt: e.lastSuccessAt?.toISOString() ?? null,
+  failingSince: e.failingSince?.toISOString() ?? null,
+});
+
+/** publicEndpoint as JSON text, its int64 id exact. */
+export function endpointJson(endpoint: WebhookEndpoint): string {
+  const { id, ...rest } = publicEndpoint(endpoint);
+  return `{"id":${id},${JSON.stringify(rest).slice(1)}`;
+}
+
+/**
+ * Recorded in the transaction that disables the endpoint, by the one process whose update found it
+ * still enabled: once, however many delivery processes run.
+ */
+export const endpointDisabled = (endpoint: WebhookEndpoint, at: Date): NewEvent => ({
+  type: 'webhook_endpoint.disabled',
+  occurredAt: at,
+  data: endpointJson(endpoint),
+});
 
 /** Whether an endpoint with these types gets events of this type. */
 export const subscribesTo = (types: EndpointTypes, type: EventType): boolean =>

@@ -74,6 +74,80 @@ for (const backend of backends) {
       assert.match(metrics, /^petstore_webhook_delivery_lag_seconds_count 15$/m);
     });
 
+    test('when an endpoint that always fails is disabled while two deliver nodes attempt its deliveries, then one webhook_endpoint.disabled event is recorded and delivered, its data the endpoint as GET shows it; enabled and answered, it is failing no more', async (t) => {
+      const receiver = await WebhookReceiver.start();
+      t.after(() => receiver.close());
+      const env = {
+        ...HOOKS,
+        WEBHOOK_RETRY_SCHEDULE: Array(20).fill('200ms').join(','),
+        WEBHOOK_DISABLE_AFTER: '1s',
+      };
+      const api = await startTestServer({ backend, env, role: 'api' });
+      t.after(() => api.close());
+      let failing = true;
+      receiver.answer((request) =>
+        request.path === '/failing' && failing ? { status: 503, body: 'down' } : { status: 204 },
+      );
+      type Endpoint = {
+        id: number;
+        status: string;
+        failingSince: string | null;
+        lastSuccessAt: string | null;
+      };
+      const create = async (path: string, types?: string[]) =>
+        (
+          await api.request('POST', '/v1/webhook-endpoints', {
+            body: { url: receiver.url(path), ...(types ? { types } : {}) },
+          })
+        ).json<Endpoint>();
+      const failingEndpoint = await create('/failing', ['pet.created']);
+      await create('/watch', ['webhook_endpoint.disabled']);
+      // Enough deliveries that both nodes hold some when the spell passes a second: both record failures.
+      for (let i = 0; i < 20; i++)
+        await api.request('POST', '/v1/pets', { body: { name: `down ${i}`, categoryId: 1 } });
+      const first = await startTestServer({ database: api.database, env, role: 'deliver' });
+      t.after(() => first.close());
+      const second = await startTestServer({ database: api.database, env, role: 'deliver' });
+      t.after(() => second.close());
+
+      const [notice] = await receiver.waitFor(1, '/watch');
+      const body = await api.request('GET', `/v1/webhook-endpoints/${failingEndpoint.id}`);
+      const endpoint = body.json<Endpoint & { disabledReason: string }>();
+      assert.equal(endpoint.status, 'disabled');
+      assert.equal(endpoint.disabledReason, 'failing');
+      assert.ok(endpoint.failingSince !== null, 'failing since its first failure');
+      assert.equal(endpoint.lastSuccessAt, null);
+      const event = JSON.parse(notice?.body ?? '') as { id: number; type: string; data: unknown };
+      assert.equal(event.type, 'webhook_endpoint.disabled');
+      assert.deepEqual(event.data, JSON.parse(body.text), 'the data is the endpoint as GET shows it');
+      assert.doesNotMatch(notice?.body ?? '', /whsec_/, 'never its secret');
+      const feed = await api.request('GET', '/v1/events?type=webhook_endpoint.disabled');
+      assert.deepEqual(
+        feed.json<{ id: number }[]>().map((e) => e.id),
+        [event.id],
+        'recorded once, not once per deliver node',
+      );
+      assert.ok(
+        (await count(
+          api.database.url,
+          `SELECT count(*) AS n FROM webhook_attempts WHERE endpoint_id = ${endpoint.id}`,
+        )) >= 2,
+        'several attempts failed before',
+      );
+
+      failing = false;
+      const enabled = await api.request('POST', `/v1/webhook-endpoints/${endpoint.id}/enable`);
+      assert.equal(enabled.json<Endpoint>().failingSince, null, 'enabled again: not failing');
+      await api.request('POST', '/v1/pets', { body: { name: 'up again', categoryId: 1 } });
+      const healthy = await poll('a success to be recorded', async () => {
+        const now = (await api.request('GET', `/v1/webhook-endpoints/${endpoint.id}`)).json<Endpoint>();
+        return now.lastSuccessAt === null ? undefined : now;
+      });
+      assert.equal(healthy.status, 'enabled');
+      assert.equal(healthy.failingSince, null);
+      assert.equal(receiver.received.filter((r) => r.path === '/watch').length, 1, 'one notice in all');
+    });
+
     test('when a --role deliver node is asked for anything but /healthz, /readyz and /metrics, then it answers 404 not_found', async (t) => {
       const deliver = await startTestServer({ backend, role: 'deliver' });
       t.after(() => deliver.close());

@@ -505,6 +505,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "webhook_endpoint.disabled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delivery of a webhook_endpoint.disabled event
+         * @description POSTed to every enabled endpoint whose `types` include it. A 2xx within `WEBHOOK_TIMEOUT_MS` (10 s) is success; anything else (another status, a redirect, which is never followed, a timeout, a refused or reset connection) is retried on the schedule, then the delivery is `failed`. A 410 disables the endpoint.
+         */
+        post: operations["webhook_endpoint_disabled_webhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -648,12 +668,12 @@ export interface components {
          */
         Orders: components["schemas"]["Order"][];
         /**
-         * @description What happened: `pet.created` (data: the Pet), `order.placed`, `order.delivered`, `order.cancelled` (data: the Order).
+         * @description What happened: `pet.created` (data: the Pet), `order.placed`, `order.delivered`, `order.cancelled` (data: the Order), `webhook_endpoint.disabled` (data: the WebhookEndpoint, without its secret, as a delivery process disabled it).
          * @enum {string}
          */
-        EventType: "pet.created" | "order.placed" | "order.delivered" | "order.cancelled";
+        EventType: "pet.created" | "order.placed" | "order.delivered" | "order.cancelled" | "webhook_endpoint.disabled";
         /**
-         * @description A change made through the API. All four fields are always present.
+         * @description A change made through the API, or by the service itself (`webhook_endpoint.disabled`). All four fields are always present.
          * @example {
          *       "id": 1,
          *       "type": "pet.created",
@@ -678,8 +698,8 @@ export interface components {
              * @description When the change was made: RFC 3339 in UTC, with milliseconds.
              */
             occurredAt: string;
-            /** @description The resource as it stood right after the change, exactly as the API returns it: a Pet for `pet.*`, an Order for `order.*`. */
-            data: components["schemas"]["Pet"] | components["schemas"]["Order"];
+            /** @description The resource as it stood right after the change, exactly as the API returns it: a Pet for `pet.*`, an Order for `order.*`, a WebhookEndpoint for `webhook_endpoint.*`. */
+            data: components["schemas"]["Pet"] | components["schemas"]["Order"] | components["schemas"]["WebhookEndpoint"];
         };
         /**
          * @description A page of events in ascending id order.
@@ -4390,6 +4410,58 @@ export interface operations {
         };
     };
     order_cancelled_webhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event's id, in decimal digits: the same on every attempt; de-duplicate on it.
+                 * @example 1
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt.
+                 * @example 1795426198
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` keyed with the decoded secret; two, space-separated, for 24 hours after a rotation. Verify with any Standard Webhooks library.
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Event"];
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once (`disabledReason: "gone"`) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: the delivery succeeded */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer: the delivery is tried again later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_endpoint_disabled_webhook: {
         parameters: {
             query?: never;
             header: {

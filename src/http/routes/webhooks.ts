@@ -3,10 +3,11 @@ import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import { DEFAULT_PAGE_SIZE } from '../../domain/paging.js';
 import { endpointLimitMessage, type WebhookEndpoints } from '../../domain/webhook-endpoints.js';
-import type {
-  WebhookEndpoint as EndpointModel,
-  WebhookAttempt,
-  WebhookDelivery,
+import {
+  type WebhookEndpoint as EndpointModel,
+  publicEndpoint,
+  type WebhookAttempt,
+  type WebhookDelivery,
 } from '../../domain/webhooks.js';
 import { ContentEncodingHeader } from '../content-coding.js';
 import { ApiError } from '../errors.js';
@@ -41,17 +42,7 @@ const notFound = errorResponse('No webhook endpoint has this id', { not_found: N
 const invalidId = invalid('`endpointId` is not an integer from 1 to 2^63-1', 'endpointId must be an integer');
 
 /** An endpoint as the API shows it: never its secrets. */
-const view = (e: EndpointModel) => ({
-  id: e.id,
-  url: e.url,
-  types: [...e.types],
-  description: e.description,
-  status: e.status,
-  ...(e.disabledReason ? { disabledReason: e.disabledReason } : {}),
-  createdAt: e.createdAt,
-  lastSuccessAt: e.lastSuccessAt?.toISOString() ?? null,
-  failingSince: e.failingSince?.toISOString() ?? null,
-});
+const view = publicEndpoint;
 
 const deliveryView = (d: WebhookDelivery) => ({
   eventId: d.eventId,

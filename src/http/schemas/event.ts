@@ -22,7 +22,8 @@ export const EventType = Type.Unsafe<EventTypeValue>({
   type: 'string',
   enum: [...EVENT_TYPES],
   description:
-    'What happened: `pet.created` (data: the Pet), `order.placed`, `order.delivered`, `order.cancelled` (data: the Order).',
+    'What happened: `pet.created` (data: the Pet), `order.placed`, `order.delivered`, `order.cancelled` (data: the Order), ' +
+    '`webhook_endpoint.disabled` (data: the WebhookEndpoint, without its secret, as a delivery process disabled it).',
 });
 
 export const Event = Type.Object(
@@ -39,15 +40,16 @@ export const Event = Type.Object(
       description: 'When the change was made: RFC 3339 in UTC, with milliseconds.',
     }),
     data: Type.Unsafe<unknown>({
-      anyOf: [{ $ref: 'Pet#' }, { $ref: 'Order#' }],
+      anyOf: [{ $ref: 'Pet#' }, { $ref: 'Order#' }, { $ref: 'WebhookEndpoint#' }],
       description:
-        'The resource as it stood right after the change, exactly as the API returns it: a Pet for `pet.*`, an Order for `order.*`.',
+        'The resource as it stood right after the change, exactly as the API returns it: a Pet for `pet.*`, an Order for `order.*`, a WebhookEndpoint for `webhook_endpoint.*`.',
     }),
   },
   {
     $id: 'Event',
     additionalProperties: false,
-    description: 'A change made through the API. All four fields are always present.',
+    description:
+      'A change made through the API, or by the service itself (`webhook_endpoint.disabled`). All four fields are always present.',
     examples: [PET_CREATED_EXAMPLE],
   },
 );

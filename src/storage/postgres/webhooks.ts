@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { type EventType, eventJson } from '../../domain/events.js';
+import { type EventType, eventJson, type NewEvent } from '../../domain/events.js';
 import type {
   AttemptOutcome,
   AttemptRecorded,
@@ -21,6 +21,7 @@ import type {
 import {
   claimable,
   disabledBy,
+  endpointDisabled,
   RECORD_LINGER_MS,
   signingSecrets,
   statusAfter,
@@ -28,7 +29,7 @@ import {
 import { ATTEMPT_COLUMNS, type AttemptRow, toAttempt } from '../attempt-row.js';
 import { CreateBatcher } from '../create-batcher.js';
 import { countRows } from './count.js';
-import { WEBHOOKS_CHANNEL } from './events.js';
+import { appendEvents, WEBHOOKS_CHANNEL } from './events.js';
 import type { PostgresNotifications } from './notifications.js';
 import { inTransaction, type ReadPool } from './transaction.js';
 
@@ -395,9 +396,12 @@ export class PostgresWebhookStore implements WebhookStore {
     return inTransaction(
       this.#pool,
       async (client) => {
-        // Failures in order: each may start an endpoint's failing spell or disable it.
+        // Failures in order: each may start an endpoint's failing spell or disable it. The events of the
+        // endpoints disabled are recorded last thing before COMMIT, as appendEvents asks.
         const recorded: AttemptRecorded[] = [];
-        for (const result of results) recorded.push(await this.#recordOne(client, result));
+        const disabled: NewEvent[] = [];
+        for (const result of results) recorded.push(await this.#recordOne(client, result, disabled));
+        await appendEvents(client, disabled);
         return recorded;
       },
       BEGIN_RELAXED,
@@ -462,6 +466,7 @@ export class PostgresWebhookStore implements WebhookStore {
   async #recordOne(
     client: pg.PoolClient,
     { delivery, outcome, disableIfFailingSince }: AttemptResult,
+    events: NewEvent[],
   ): Promise<AttemptRecorded> {
     const status = statusAfter(outcome);
     const { rowCount } = await client.query({
@@ -509,10 +514,13 @@ export class PostgresWebhookStore implements WebhookStore {
     });
     const reason = disabledBy(outcome, rows[0]?.failing_since, disableIfFailingSince);
     if (!reason) return { recorded: true, disabled: undefined, failed: status === 'failed' };
-    const { rowCount: disabled } = await client.query(
-      `UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = $1 WHERE id = $2 AND status = 'enabled'`,
+    // Only the update that finds it enabled disables it (and records the event): once, whoever races.
+    const { rows: disabled } = await client.query<EndpointRow>(
+      `UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = $1 WHERE id = $2 AND status = 'enabled'
+       RETURNING ${ENDPOINT_COLUMNS}`,
       [reason, delivery.endpointId],
     );
+    for (const row of disabled) events.push(endpointDisabled(toEndpoint(row), outcome.at));
     // Its pending deliveries end here: once enabled again, it gets the events that occur after.
     await client.query(
       `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL,
@@ -522,7 +530,7 @@ export class PostgresWebhookStore implements WebhookStore {
     );
     return {
       recorded: true,
-      disabled: (disabled ?? 0) > 0 ? reason : undefined,
+      disabled: disabled.length > 0 ? reason : undefined,
       failed: status === 'failed',
     };
   }

@@ -1,5 +1,4 @@
 import type Database from 'better-sqlite3';
-import { EVENT_TYPES } from '../../domain/events.js';
 import { ORDER_STATUSES } from '../../domain/order.js';
 import { PET_STATUSES } from '../../domain/pet.js';
 import type { SchemaVersions } from '../../domain/storage.js';
@@ -9,7 +8,7 @@ import {
   WEBHOOK_ENDPOINT_STATUSES,
 } from '../../domain/webhooks.js';
 import { assertSchemaKnown } from '../schema-version.js';
-import { sqlList } from '../sql.js';
+import { MIGRATED_EVENT_TYPES, sqlList } from '../sql.js';
 
 /**
  * Schema versions, applied in order at start; `PRAGMA user_version` records how far a database has got.
@@ -87,7 +86,7 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
   // separated by spaces. Keys that had all four scopes get the three new ones; narrower keys keep theirs.
   `CREATE TABLE events (
      id          INTEGER PRIMARY KEY AUTOINCREMENT,
-     type        TEXT    NOT NULL CHECK (type IN (${sqlList(EVENT_TYPES)})),
+     type        TEXT    NOT NULL CHECK (type IN (${sqlList(MIGRATED_EVENT_TYPES.first)})),
      occurred_at INTEGER NOT NULL,
      data        TEXT    NOT NULL
    );
@@ -169,6 +168,24 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
    ) WITHOUT ROWID;`,
   // When a delivery to the endpoint last succeeded (written at most once a second per endpoint).
   'ALTER TABLE webhook_endpoints ADD COLUMN last_success_at INTEGER;',
+  // webhook_endpoint.disabled joins the event types. SQLite cannot change a CHECK in place: the table is
+  // rebuilt (sqlite.org/lang_altertable.html, "other kinds of changes"; no foreign key points at it), and
+  // its AUTOINCREMENT counter carried over, so an id deleted by retention is never used again.
+  `CREATE TABLE events_rebuilt (
+     id            INTEGER PRIMARY KEY AUTOINCREMENT,
+     type          TEXT    NOT NULL CHECK (type IN (${sqlList(MIGRATED_EVENT_TYPES.endpointDisabled)})),
+     occurred_at   INTEGER NOT NULL,
+     data          TEXT    NOT NULL,
+     trace_context TEXT
+   );
+   INSERT INTO events_rebuilt (id, type, occurred_at, data, trace_context)
+     SELECT id, type, occurred_at, data, trace_context FROM events ORDER BY id;
+   DELETE FROM sqlite_sequence WHERE name = 'events_rebuilt';
+   INSERT INTO sqlite_sequence (name, seq) SELECT 'events_rebuilt', seq FROM sqlite_sequence WHERE name = 'events';
+   DROP TABLE events;
+   ALTER TABLE events_rebuilt RENAME TO events;
+   CREATE INDEX events_type_id ON events (type, id);
+   CREATE INDEX events_occurred_at ON events (occurred_at);`,
 ];
 
 /**

@@ -21,6 +21,7 @@ import type {
 import {
   claimable,
   disabledBy,
+  endpointDisabled,
   RECORD_LINGER_MS,
   signingSecrets,
   statusAfter,
@@ -171,9 +172,13 @@ function prepareDeliveryStatements(db: Database.Database) {
       )
       .pluck()
       .safeIntegers(true),
-    disable: db.prepare<[DisabledReason, bigint]>(
-      `UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = ? WHERE id = ? AND status = 'enabled'`,
-    ),
+    // Only the update that finds it enabled disables it (and records the event): once, whoever races.
+    disable: db
+      .prepare<[DisabledReason, bigint], EndpointRow>(
+        `UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = ? WHERE id = ? AND status = 'enabled'
+         RETURNING ${ENDPOINT_COLUMNS}`,
+      )
+      .safeIntegers(true),
     endPending: db.prepare(
       `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL,
          last_error = coalesce(last_error, 'the endpoint was disabled')
@@ -502,10 +507,11 @@ export class SqliteWebhookStore implements WebhookStore {
       disableIfFailingSince,
     );
     if (!reason) return { recorded: true, disabled: undefined, failed: status === 'failed' };
-    const disabled = this.#sql.disable.run(reason, delivery.endpointId).changes;
+    const disabled = this.#sql.disable.get(reason, delivery.endpointId);
+    if (disabled) this.#log.append(endpointDisabled(toEndpoint(disabled), outcome.at));
     // Its pending deliveries end here: once enabled again, it gets the events that occur after.
     this.#sql.endPending.run({ endpointId: delivery.endpointId, at });
-    return { recorded: true, disabled: disabled > 0 ? reason : undefined, failed: status === 'failed' };
+    return { recorded: true, disabled: disabled ? reason : undefined, failed: status === 'failed' };
   }
 
   async releaseLeases(deliveries: readonly ClaimedDelivery[]): Promise<void> {
