@@ -33,13 +33,28 @@ export function takeToken(
   nowMs: number,
   policy: TokenBucketPolicy,
 ): { state: BucketState; allowed: boolean } {
+  const taken = takeTokens(state, nowMs, policy, 1);
+  return { state: taken.state, allowed: taken.taken === 1 };
+}
+
+/** Refills the bucket up to `nowMs`, then takes as many whole tokens as it holds, `wanted` at most. */
+export function takeTokens(
+  state: BucketState | undefined,
+  nowMs: number,
+  policy: TokenBucketPolicy,
+  wanted: number,
+): { state: BucketState; taken: number } {
   const elapsedMs = state ? Math.max(0, nowMs - state.atMs) : 0;
   const tokens = state
     ? Math.min(policy.burst, state.tokens + (elapsedMs * policy.perSecond) / 1000)
     : policy.burst;
-  const allowed = tokens >= 1;
-  return { state: { tokens: allowed ? tokens - 1 : tokens, atMs: nowMs }, allowed };
+  const taken = Math.max(0, Math.min(wanted, Math.floor(tokens)));
+  return { state: { tokens: tokens - taken, atMs: nowMs }, taken };
 }
+
+/** When the bucket next holds a whole token, in milliseconds: `state.atMs` when it holds one already. */
+export const nextTokenAtMs = (state: BucketState, policy: TokenBucketPolicy): number =>
+  state.atMs + (Math.max(0, 1 - state.tokens) * 1000) / policy.perSecond;
 
 /** Whether the bucket has refilled to full by `nowMs`: it then holds no information and may be forgotten. */
 export const isFullAgain = (state: BucketState, nowMs: number, policy: TokenBucketPolicy): boolean =>

@@ -3,6 +3,7 @@ import type { NetworkPolicy } from './network-policy.js';
 import { type CursorCodec, DEFAULT_PAGE_SIZE } from './paging.js';
 import {
   checkEndpointUrl,
+  type EndpointChanges,
   endpointTypes,
   newWebhookSecret,
   PREVIOUS_SECRET_TTL_MS,
@@ -21,6 +22,15 @@ export interface NewEndpointRequest {
   url: string;
   types?: readonly string[] | undefined;
   description?: string | undefined;
+  rateLimit?: number | null | undefined;
+}
+
+/** A JSON Merge Patch of an endpoint: absent leaves a field, null restores its default. */
+export interface EndpointPatch {
+  url?: string | undefined;
+  types?: readonly string[] | null | undefined;
+  description?: string | null | undefined;
+  rateLimit?: number | null | undefined;
 }
 
 export interface Page<T> {
@@ -58,12 +68,13 @@ export class WebhookEndpoints {
    * Throws InvalidEndpointError naming `url` or `types`, ConflictError when `maxEndpoints` exist. The
    * answer carries the secret: the only time but a rotation's.
    */
-  async create({ url, types, description = '' }: NewEndpointRequest): Promise<WebhookEndpoint> {
+  async create({ url, types, description = '', rateLimit }: NewEndpointRequest): Promise<WebhookEndpoint> {
     const endpoint = await this.#store.createEndpoint(
       {
         url: checkEndpointUrl(url, this.#policy),
         types: endpointTypes(types),
         description,
+        rateLimit: rateLimit ?? undefined,
         secret: newWebhookSecret(),
         createdAt: this.#now(),
       },
@@ -84,6 +95,19 @@ export class WebhookEndpoints {
 
   find(id: bigint): Promise<WebhookEndpoint | undefined> {
     return this.#store.findEndpoint(id);
+  }
+
+  /**
+   * Changes what the patch names, the secret kept; undefined when there is no such endpoint. Throws
+   * InvalidEndpointError naming `url` or `types` before anything changes.
+   */
+  update(id: bigint, patch: EndpointPatch): Promise<WebhookEndpoint | undefined> {
+    const changes: EndpointChanges = {};
+    if (patch.url !== undefined) changes.url = checkEndpointUrl(patch.url, this.#policy);
+    if (patch.types !== undefined) changes.types = endpointTypes(patch.types ?? undefined);
+    if (patch.description !== undefined) changes.description = patch.description ?? '';
+    if (patch.rateLimit !== undefined) changes.rateLimit = patch.rateLimit;
+    return this.#store.updateEndpoint(id, changes);
   }
 
   delete(id: bigint): Promise<boolean> {

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import { EVENT_TYPES, type EventType, isEventType, type NewEvent } from './events.js';
 import type { NetworkPolicy } from './network-policy.js';
+import { type BucketState, nextTokenAtMs, type TokenBucketPolicy, takeTokens } from './token-bucket.js';
 
 /** An endpoint's `types`: event types, or `*` for every type, now and later. */
 export type EndpointTypes = readonly ['*'] | readonly EventType[];
@@ -21,6 +22,8 @@ export type AttemptTrigger = (typeof ATTEMPT_TRIGGERS)[number];
 export const PREVIOUS_SECRET_TTL_MS = 24 * 60 * 60 * 1000;
 export const MAX_URL_LENGTH = 2048;
 export const MAX_DESCRIPTION_LENGTH = 255;
+/** An endpoint's `rateLimit`: deliveries a second, 1 to this. */
+export const MAX_RATE_LIMIT = 10_000;
 
 /** An endpoint as stored, its secrets included: only create and rotate answers show a secret. */
 export interface WebhookEndpoint {
@@ -28,6 +31,8 @@ export interface WebhookEndpoint {
   url: string;
   types: EndpointTypes;
   description: string;
+  /** Deliveries a second at most, every delivery process together; undefined: no limit. */
+  rateLimit: number | undefined;
   status: WebhookEndpointStatus;
   disabledReason: DisabledReason | undefined;
   createdAt: Date;
@@ -45,8 +50,17 @@ export interface NewWebhookEndpoint {
   url: string;
   types: EndpointTypes;
   description: string;
+  rateLimit?: number | undefined;
   secret: string;
   createdAt: Date;
+}
+
+/** What an update changes; a field left out stays as it is. `rateLimit: null` removes the limit. */
+export interface EndpointChanges {
+  url?: string;
+  types?: EndpointTypes;
+  description?: string;
+  rateLimit?: number | null;
 }
 
 export interface WebhookDelivery {
@@ -120,6 +134,38 @@ export interface AttemptOutcome {
   gone: boolean;
 }
 
+/** What a claim leased, and when a rate-limited endpoint it left with due deliveries may be leased again. */
+export interface Claim {
+  deliveries: ClaimedDelivery[];
+  throttledUntil: Date | undefined;
+}
+
+/**
+ * An endpoint's `rateLimit` as a token bucket, held in the database and taken at claim time, so it holds
+ * across every delivery process: `rateLimit` a second, and one second's worth at once after a quiet spell.
+ */
+const throttlePolicy = (rateLimit: number): TokenBucketPolicy => ({ perSecond: rateLimit, burst: rateLimit });
+
+/** How many of a rate-limited endpoint's deliveries a claim at `nowMs` may lease, `wanted` at most. */
+export const throttleAllows = (
+  rateLimit: number,
+  bucket: BucketState | undefined,
+  nowMs: number,
+  wanted: number,
+): number => takeTokens(bucket, nowMs, throttlePolicy(rateLimit), wanted).taken;
+
+/** The bucket after a claim leased `leased`, and when the next may be leased if that emptied it. */
+export function throttleAfter(
+  rateLimit: number,
+  bucket: BucketState | undefined,
+  nowMs: number,
+  leased: number,
+): { bucket: BucketState; nextAt: Date | undefined } {
+  const policy = throttlePolicy(rateLimit);
+  const { state } = takeTokens(bucket, nowMs, policy, leased);
+  return { bucket: state, nextAt: state.tokens < 1 ? new Date(nextTokenAtMs(state, policy)) : undefined };
+}
+
 /** What recording an attempt did to the endpoint. */
 export type AttemptRecorded =
   | { recorded: false } // the lease had passed to another node: its attempt counts, not this one
@@ -186,6 +232,8 @@ export interface WebhookStore {
   createEndpoint(endpoint: NewWebhookEndpoint, maxEndpoints: number): Promise<WebhookEndpoint | undefined>;
   listEndpoints(afterId: bigint, limit: number): Promise<WebhookEndpoint[]>;
   findEndpoint(id: bigint): Promise<WebhookEndpoint | undefined>;
+  /** Changes what `changes` names, the secret kept; undefined when there is no such endpoint. */
+  updateEndpoint(id: bigint, changes: EndpointChanges): Promise<WebhookEndpoint | undefined>;
   /** Deletes the endpoint and its deliveries, pending ones included; false when there was none. */
   deleteEndpoint(id: bigint): Promise<boolean>;
   /** Enabled again: gets the events that occur from now on. Undefined when there is none. */
@@ -206,10 +254,10 @@ export interface WebhookStore {
   /** The delivery becomes pending, due at `at`, its next attempt a `retry`; undefined when there is none. */
   retryDelivery(endpointId: bigint, eventId: bigint, at: Date): Promise<WebhookDelivery | undefined>;
   /**
-   * Leases due deliveries of enabled endpoints until `leaseUntil`, within `limits` (see claimable). No
-   * two callers on any nodes get one delivery.
+   * Leases due deliveries of enabled endpoints until `leaseUntil`, within `limits` (see claimable) and
+   * each endpoint's rate limit (throttleAllows). No two callers on any nodes get one delivery.
    */
-  claimDue(now: Date, leaseUntil: Date, limits: ClaimLimits): Promise<ClaimedDelivery[]>;
+  claimDue(now: Date, leaseUntil: Date, limits: ClaimLimits): Promise<Claim>;
   /**
    * Records an attempt made under its lease. A failure disables the endpoint when it answered 410, or
    * when it has failed since `failingSince` or earlier with no success between.
@@ -307,6 +355,7 @@ export const publicEndpoint = (e: WebhookEndpoint) => ({
   url: e.url,
   types: [...e.types],
   description: e.description,
+  rateLimit: e.rateLimit ?? null,
   status: e.status,
   ...(e.disabledReason ? { disabledReason: e.disabledReason } : {}),
   createdAt: e.createdAt.toISOString(),

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { parse } from 'lossless-json';
 import { ApiError } from './errors.js';
@@ -44,7 +44,13 @@ export function parseJsonBody(body: Buffer): unknown {
   }
 }
 
-/** Only application/json bodies are accepted (any charset parameter); everything else is 415. */
+/** JSON Merge Patch (RFC 7396): what PATCH takes, beside application/json. */
+export const MERGE_PATCH = 'application/merge-patch+json';
+
+/**
+ * Only application/json bodies are accepted (any charset parameter), and application/merge-patch+json
+ * on PATCH; everything else is 415.
+ */
 export const jsonBody = fp(
   async (app: FastifyInstance, { bodyLimit }: { bodyLimit: number }) => {
     app.removeAllContentTypeParsers();
@@ -61,18 +67,32 @@ export const jsonBody = fp(
       continueIfExpected(request, reply);
       done(null, payload);
     });
-    app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (request, body, done) => {
-      // An operation that takes no body (deliverOrder) is sent none, whatever Content-Type says.
-      if ((body as Buffer).length === 0 && request.routeOptions.schema?.body === undefined) {
-        done(null, undefined);
-        return;
-      }
-      try {
-        done(null, parseJsonBody(body as Buffer));
-      } catch (error) {
-        done(error as Error, undefined);
-      }
+    app.addContentTypeParser(MERGE_PATCH, { parseAs: 'buffer', bodyLimit }, (request, body, done) => {
+      if (request.method !== 'PATCH')
+        done(new ApiError('unsupported_media_type', 'request body must be application/json'), undefined);
+      else parseBody(request, body as Buffer, done);
     });
+    app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (request, body, done) =>
+      parseBody(request, body as Buffer, done),
+    );
   },
   { name: 'json-body', fastify: '5.x' },
 );
+
+/** A JSON body, or none where the operation takes none. */
+function parseBody(
+  request: FastifyRequest,
+  body: Buffer,
+  done: (error: Error | null, value: unknown) => void,
+): void {
+  // An operation that takes no body (deliverOrder) is sent none, whatever Content-Type says.
+  if (body.length === 0 && request.routeOptions.schema?.body === undefined) {
+    done(null, undefined);
+    return;
+  }
+  try {
+    done(null, parseJsonBody(body));
+  } catch (error) {
+    done(error as Error, undefined);
+  }
+}

@@ -223,7 +223,7 @@ export class Deliverer {
     if (free <= 0) return fanOutWait;
     const now = this.#o.now();
     const leaseUntil = new Date(now.getTime() + this.#o.timeoutMs + this.#leaseMargin());
-    const claimed = await this.#o.store.claimDue(now, leaseUntil, {
+    const { deliveries: claimed, throttledUntil } = await this.#o.store.claimDue(now, leaseUntil, {
       limit: free,
       perEndpoint: this.#o.concurrencyPerEndpoint,
       owner: this.#owner,
@@ -239,7 +239,9 @@ export class Deliverer {
     // Compared with the instant the claim was made at: due by then yet not claimed means its endpoint
     // is at its bound (here or on another node), and an attempt ending wakes us.
     const wait = due.getTime() - now.getTime();
-    return Math.min(wait <= 0 ? MAX_IDLE_MS : Math.min(wait, MAX_IDLE_MS), fanOutWait);
+    // A rate-limited endpoint's next token: nothing else would wake us for it.
+    const throttled = throttledUntil ? Math.max(1, throttledUntil.getTime() - now.getTime()) : MAX_IDLE_MS;
+    return Math.min(wait <= 0 ? MAX_IDLE_MS : Math.min(wait, MAX_IDLE_MS), fanOutWait, throttled);
   }
 
   #leaseMargin(): number {

@@ -4,9 +4,12 @@ import {
   type BucketState,
   describeBucket,
   isFullAgain,
+  nextTokenAtMs,
   takeToken,
+  takeTokens,
   windowSeconds,
 } from '../../src/domain/token-bucket.js';
+import { throttleAfter, throttleAllows } from '../../src/domain/webhooks.js';
 import { MemoryBuckets } from '../../src/rate-limit/memory-buckets.js';
 
 const policy = { perSecond: 2, burst: 3 };
@@ -78,4 +81,22 @@ test('when exactly one token is left, then no wait is asked; when the wait for o
   // 0.75 of a token missing at 0.25 per second: 3 s.
   assert.equal(describeBucket(false, 0.25, slow).retryAfterSeconds, 3);
   assert.equal(describeBucket(false, 0, slow).retryAfterSeconds, 4);
+});
+
+test('when a throttled endpoint is claimed from, then a quiet one gives a second’s worth at once, then one per interval, and says when the next is due', () => {
+  // 20 a second: a full bucket (never claimed from) gives 20 of the 30 wanted.
+  assert.equal(throttleAllows(20, undefined, 1_000, 30), 20);
+  const emptied = throttleAfter(20, undefined, 1_000, 20);
+  assert.deepEqual(emptied.bucket, { tokens: 0, atMs: 1_000 });
+  assert.equal(emptied.nextAt?.getTime(), 1_050, 'the next token 50 ms later');
+  assert.equal(throttleAllows(20, emptied.bucket, 1_049, 5), 0);
+  assert.equal(throttleAllows(20, emptied.bucket, 1_050, 5), 1);
+  assert.equal(throttleAllows(20, emptied.bucket, 1_175, 5), 3, '175 ms: three whole tokens');
+  // Leasing fewer than allowed keeps the rest, and a bucket holding a whole token is not waited for.
+  const partly = throttleAfter(20, undefined, 1_000, 5);
+  assert.deepEqual(partly, { bucket: { tokens: 15, atMs: 1_000 }, nextAt: undefined });
+  // Never more than a second's worth, however long it was quiet.
+  assert.equal(throttleAllows(20, emptied.bucket, 1_000_000, 100), 20);
+  assert.equal(takeTokens({ tokens: 0.5, atMs: 0 }, 0, { perSecond: 2, burst: 2 }, 1).taken, 0);
+  assert.equal(nextTokenAtMs({ tokens: 0.5, atMs: 0 }, { perSecond: 2, burst: 2 }), 250);
 });

@@ -70,6 +70,7 @@ sqlite.describe('the OpenAPI document: events and webhooks', () => {
       'listWebhookEndpoints',
       'retryWebhookDelivery',
       'rotateWebhookEndpointSecret',
+      'updateWebhookEndpoint',
     ]);
   });
 

@@ -28,6 +28,7 @@ const SECRET = /^whsec_[A-Za-z0-9+/]{43}=$/;
 const ON_ONE_ENDPOINT = [
   ['GET', ''],
   ['DELETE', ''],
+  ['PATCH', ''],
   ['POST', '/enable'],
   ['POST', '/rotate-secret'],
   ['GET', '/deliveries'],
@@ -80,6 +81,7 @@ for (const backend of backends) {
         'url',
         'types',
         'description',
+        'rateLimit',
         'status',
         'createdAt',
         'lastSuccessAt',
@@ -93,6 +95,7 @@ for (const backend of backends) {
           url: 'https://hooks.example.com/a',
           types: ['*'],
           description: '',
+          rateLimit: null,
           status: 'enabled',
           createdAt: '2026-11-26T12:00:00.000Z',
           lastSuccessAt: null,
@@ -150,6 +153,11 @@ for (const backend of backends) {
         [{ url: 'https://hooks.example.com', description: 7 }, 'description'],
         [{ url: 'https://hooks.example.com', secret: 'whsec_mine' }, 'secret'],
         [{ url: 'https://hooks.example.com', status: 'disabled' }, 'status'],
+        [{ url: 'https://hooks.example.com', rateLimit: 0 }, 'rateLimit'],
+        [{ url: 'https://hooks.example.com', rateLimit: -5 }, 'rateLimit'],
+        [{ url: 'https://hooks.example.com', rateLimit: 10_001 }, 'rateLimit'],
+        [{ url: 'https://hooks.example.com', rateLimit: 2.5 }, 'rateLimit'],
+        [{ url: 'https://hooks.example.com', rateLimit: '20' }, 'rateLimit'],
       ];
       for (const [body, field] of cases)
         assertError(
@@ -169,6 +177,96 @@ for (const backend of backends) {
       const longest = `https://hooks.example.com/${'a'.repeat(2048 - 26)}`;
       assert.equal(longest.length, 2048);
       assert.equal((await create({ url: longest })).status, 201);
+    });
+
+    test('when an endpoint is patched (JSON Merge Patch), then each field named changes, null restores its default, the rest and the secret are kept; application/json is taken too', async () => {
+      const made = await create({
+        url: 'https://hooks.example.com/before',
+        types: ['order.placed'],
+        description: 'Before',
+        rateLimit: 10_000,
+      });
+      assert.equal(made.status, 201, made.text);
+      const { secret, ...original } = made.json<EndpointBody & { rateLimit: number | null }>();
+      assert.equal(original.rateLimit, 10_000);
+      const path = `/v1/webhook-endpoints/${original.id}`;
+      const patch = (body: unknown, type = 'application/merge-patch+json') =>
+        server.request('PATCH', path, {
+          body: typeof body === 'string' ? body : JSON.stringify(body),
+          headers: { 'content-type': type },
+        });
+      const storedSecret = async () =>
+        (
+          await queryDatabase<{ secret: string }>(
+            server.database.url,
+            `SELECT secret FROM webhook_endpoints WHERE id = ${original.id}`,
+          )
+        )[0]?.secret;
+
+      const described = await patch({ description: 'After', rateLimit: 20 });
+      assert.equal(described.status, 200, described.text);
+      assert.deepEqual(described.json(), { ...original, description: 'After', rateLimit: 20 });
+      assert.equal(described.text.includes('whsec_'), false, 'no secret in the answer');
+      const moved = await patch(
+        { url: 'https://hooks.example.com/after', types: ['pet.created', 'order.cancelled'] },
+        'application/json',
+      );
+      assert.equal(moved.status, 200, moved.text);
+      const expected = {
+        ...original,
+        url: 'https://hooks.example.com/after',
+        types: ['pet.created', 'order.cancelled'],
+        description: 'After',
+        rateLimit: 20,
+      };
+      assert.deepEqual(moved.json(), expected);
+      assert.deepEqual((await patch({})).json(), expected, '{} changes nothing');
+      const defaults = await patch({ types: null, description: null, rateLimit: null });
+      assert.deepEqual(defaults.json(), { ...expected, types: ['*'], description: '', rateLimit: null });
+      assert.deepEqual((await server.request('GET', path)).json(), defaults.json());
+      assert.equal(await storedSecret(), secret, 'the secret is kept');
+
+      // Refusals: 400 naming the field, and nothing changed.
+      const cases: [unknown, string][] = [
+        [{ url: 'https://10.0.0.1/hook' }, 'url'],
+        [{ url: 'http://[::1]/hook' }, 'url'],
+        [{ url: 'ftp://hooks.example.com/x' }, 'url'],
+        [{ url: null }, 'url'],
+        [{ types: [] }, 'types'],
+        [{ types: ['pet.deleted'] }, 'types'],
+        [{ description: 'x'.repeat(256) }, 'description'],
+        [{ rateLimit: 0 }, 'rateLimit'],
+        [{ rateLimit: -1 }, 'rateLimit'],
+        [{ rateLimit: 10_001 }, 'rateLimit'],
+        [{ rateLimit: 1.5 }, 'rateLimit'],
+        [{ secret: 'whsec_mine' }, 'secret'],
+        [{ status: 'disabled' }, 'status'],
+        [{ description: 'ok', colour: 'red' }, 'colour'],
+      ];
+      for (const [body, field] of cases)
+        assertError(await patch(body), 400, 'invalid_request', { names: [field] }, JSON.stringify(body));
+      assertError(await patch('{"url":'), 400, 'invalid_request');
+      assertError(await patch('[]'), 400, 'invalid_request');
+      assertError(await patch({ description: 'x' }, 'text/plain'), 415, 'unsupported_media_type');
+      assert.deepEqual((await server.request('GET', path)).json(), defaults.json(), 'nothing changed');
+      assert.equal(await storedSecret(), secret);
+      // Merge patch is PATCH's: a create sent as one is refused.
+      assertError(
+        await server.request('POST', '/v1/webhook-endpoints', {
+          body: JSON.stringify({ url: 'https://hooks.example.com/merge' }),
+          headers: { 'content-type': 'application/merge-patch+json' },
+        }),
+        415,
+        'unsupported_media_type',
+      );
+      assertError(
+        await server.request('PATCH', '/v1/webhook-endpoints/999999', {
+          body: '{}',
+          headers: { 'content-type': 'application/merge-patch+json' },
+        }),
+        404,
+        'not_found',
+      );
     });
 
     test('when the url is a literal private, loopback, link-local, CGNAT, unique-local, multicast, unspecified or IPv4-mapped address, then 400 naming url without resolution details, nothing stored', async () => {
@@ -234,7 +332,11 @@ for (const backend of backends) {
       assert.equal(deleted.text, '');
       for (const [method, path] of ON_ONE_ENDPOINT)
         assertError(
-          await server.request(method, `/v1/webhook-endpoints/${created.id}${path}`),
+          await server.request(
+            method,
+            `/v1/webhook-endpoints/${created.id}${path}`,
+            method === 'PATCH' ? { body: {} } : {},
+          ),
           404,
           'not_found',
           'no webhook endpoint has this id',
@@ -252,7 +354,11 @@ for (const backend of backends) {
       for (const id of ['0', 'abc', '-1', '9223372036854775808', '1.5'])
         for (const [method, suffix] of ON_ONE_ENDPOINT)
           assertError(
-            await server.request(method, `/v1/webhook-endpoints/${id}${suffix}`),
+            await server.request(
+              method,
+              `/v1/webhook-endpoints/${id}${suffix}`,
+              method === 'PATCH' ? { body: {} } : {},
+            ),
             400,
             'invalid_request',
             { names: ['endpointId'] },
@@ -295,6 +401,7 @@ for (const backend of backends) {
       for (const [method, path] of [
         ['POST', '/v1/webhook-endpoints'],
         ['DELETE', `/v1/webhook-endpoints/${created.id}`],
+        ['PATCH', `/v1/webhook-endpoints/${created.id}`],
         ['POST', `/v1/webhook-endpoints/${created.id}/enable`],
         ['POST', `/v1/webhook-endpoints/${created.id}/rotate-secret`],
         ['POST', `/v1/webhook-endpoints/${created.id}/deliveries/1/retry`],

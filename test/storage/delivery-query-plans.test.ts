@@ -12,6 +12,7 @@ import { explain, planNodes } from '../support/query-plans.js';
 const ARGUMENTS: Record<string, unknown[]> = {
   leasedByEndpoint: ['owner', 1],
   enabledEndpoints: [],
+  throttled: [1.5, 1, 1n],
   dueOfEndpoint: [1n, 1, 8],
   lease: [{ until: 1, owner: 'owner', endpointId: 1n, eventId: 1n }],
   record: [

@@ -219,6 +219,7 @@ for (const backend of backends) {
           url: receiver.url('/gone'),
           types: ['*'],
           description: '',
+          rateLimit: null,
           status: 'disabled',
           disabledReason: 'gone',
           createdAt: '',

@@ -148,6 +148,65 @@ for (const backend of backends) {
       assert.equal(receiver.received.filter((r) => r.path === '/watch').length, 1, 'one notice in all');
     });
 
+    test('when an endpoint limited to 20 a second has 400 events waiting and two deliver nodes deliver them, then after the one burst a full bucket allows, no second sees more than 20, and every event arrives once', async (t) => {
+      const receiver = await WebhookReceiver.start();
+      t.after(() => receiver.close());
+      const arrivals: number[] = [];
+      receiver.answer(() => {
+        arrivals.push(performance.now());
+        return { status: 204 };
+      });
+      const api = await startTestServer({ backend, env: HOOKS, role: 'api' });
+      t.after(() => api.close());
+      const created = await api.request('POST', '/v1/webhook-endpoints', {
+        body: { url: receiver.url('/throttled'), types: ['pet.created'], rateLimit: 20 },
+      });
+      assert.equal(created.json<{ rateLimit: number }>().rateLimit, 20);
+      for (let i = 0; i < 400; i += 20)
+        await Promise.all(
+          Array.from({ length: 20 }, (_, j) =>
+            api.request('POST', '/v1/pets', { body: { name: `throttled ${i + j}`, categoryId: 1 } }),
+          ),
+        );
+      const nodes = [
+        await startTestServer({ database: api.database, env: HOOKS, role: 'deliver' }),
+        await startTestServer({ database: api.database, env: HOOKS, role: 'deliver' }),
+      ];
+      for (const node of nodes) t.after(() => node.close());
+
+      const received = await receiver.waitFor(400, '/throttled');
+      const ids = new Set(received.map((r) => r.headers['webhook-id']));
+      assert.equal(ids.size, 400, 'every event once');
+      assert.equal(received.length, 400, 'none twice');
+      // The most arrivals in any second (a window from each arrival on), the first second apart: the
+      // bucket starts full (20 at once), and refills at 20 a second meanwhile. The limit is applied when
+      // deliveries are claimed; this receiver counts arrivals, which reach it a few milliseconds after
+      // their claim, more or fewer from one to the next in this busy process (three nodes and the
+      // receiver): two more are allowed for that, never a second's worth.
+      const first = arrivals[0] as number;
+      const inSecondFrom = (start: number) => arrivals.filter((a) => a >= start && a < start + 1_000).length;
+      const burst = inSecondFrom(first);
+      const after = arrivals.filter((a) => a >= first + 1_000).map(inSecondFrom);
+      assert.ok(burst <= 42, `the first second: a full bucket and its refill, 40: ${burst}`);
+      assert.ok(Math.max(...after) <= 22, `every second after the first, 20: ${Math.max(...after)}`);
+      assert.ok(
+        (arrivals.at(-1) as number) - first >= 18_000,
+        `380 after the burst take 18 s or more at 20 a second: ${Math.round((arrivals.at(-1) as number) - first)} ms`,
+      );
+      const attempted = await Promise.all(
+        nodes.map(async (node) => {
+          const text = (await node.request('GET', '/metrics')).text;
+          return Number(
+            /^petstore_webhook_attempts_total\{outcome="succeeded"\} (\d+)$/m.exec(text)?.[1] ?? 0,
+          );
+        }),
+      );
+      assert.ok(
+        attempted.every((n) => n > 0),
+        `both nodes delivered (${attempted.join(' and ')})`,
+      );
+    });
+
     test('when a --role deliver node is asked for anything but /healthz, /readyz and /metrics, then it answers 404 not_found', async (t) => {
       const deliver = await startTestServer({ backend, role: 'deliver' });
       t.after(() => deliver.close());

@@ -310,7 +310,13 @@ export interface paths {
         delete: operations["deleteWebhookEndpoint"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change a webhook endpoint
+         * @description A JSON Merge Patch (RFC 7396; `application/merge-patch+json`, or `application/json`) of `url`, `types`, `description` and `rateLimit`; `null` restores a field's default, a field absent is left as it is, `{}` changes nothing. The secret and the status are kept. A new `url` is checked as at creation. New `types` apply to the events committed from now on; a new `url` or `rateLimit` to the next attempt, pending ones too.
+         *
+         *     Needs an API key with the scope `webhooks:write`; without it, `403 forbidden`.
+         */
+        patch: operations["updateWebhookEndpoint"];
         trace?: never;
     };
     "/webhook-endpoints/{endpointId}/enable": {
@@ -747,6 +753,25 @@ export interface components {
             types?: (components["schemas"]["EventType"] | "*")[];
             /** @description Up to 255 characters; `""` when absent. */
             description?: string;
+            /** @description Deliveries a second at most, every delivery process together (1 to 10,000); after a quiet spell one second's worth may go at once. `null`: no limit. Absent: no limit. */
+            rateLimit?: number | null;
+        };
+        /**
+         * @description A JSON Merge Patch (RFC 7396) of an endpoint: a member present replaces that field, `null` restores its default (the url cannot be removed), a member absent leaves it as it is. Any other property is refused.
+         * @example {
+         *       "description": "Fulfilment, EU",
+         *       "rateLimit": 20
+         *     }
+         */
+        WebhookEndpointPatch: {
+            /** @description A new URL, checked as at creation (a private or loopback literal address is refused). */
+            url?: string;
+            /** @description New types, for the events committed from now on; `null`: every type (`["*"]`). */
+            types?: (components["schemas"]["EventType"] | "*")[] | null;
+            /** @description Up to 255 characters; `null`: `""`. */
+            description?: string | null;
+            /** @description Deliveries a second at most, every delivery process together (1 to 10,000); after a quiet spell one second's worth may go at once. `null`: no limit. */
+            rateLimit?: number | null;
         };
         /**
          * @description A webhook endpoint. Its secret is shown only when created and when rotated.
@@ -758,6 +783,7 @@ export interface components {
          *         "order.delivered"
          *       ],
          *       "description": "Fulfilment",
+         *       "rateLimit": null,
          *       "status": "enabled",
          *       "createdAt": "2026-11-23T09:00:00.000Z",
          *       "lastSuccessAt": "2026-11-23T09:30:00.212Z",
@@ -776,6 +802,8 @@ export interface components {
             types: (components["schemas"]["EventType"] | "*")[];
             /** @description What the endpoint is for. */
             description: string;
+            /** @description Deliveries a second at most, every delivery process together (1 to 10,000); after a quiet spell one second's worth may go at once. `null`: no limit. */
+            rateLimit: number | null;
             /**
              * @description `enabled`: gets deliveries. `disabled`: gets none until enabled again.
              * @enum {string}
@@ -806,6 +834,7 @@ export interface components {
          *         "order.delivered"
          *       ],
          *       "description": "Fulfilment",
+         *       "rateLimit": null,
          *       "status": "enabled",
          *       "createdAt": "2026-11-23T09:00:00.000Z",
          *       "lastSuccessAt": "2026-11-23T09:30:00.212Z",
@@ -825,6 +854,8 @@ export interface components {
             types: (components["schemas"]["EventType"] | "*")[];
             /** @description What the endpoint is for. */
             description: string;
+            /** @description Deliveries a second at most, every delivery process together (1 to 10,000); after a quiet spell one second's worth may go at once. `null`: no limit. */
+            rateLimit: number | null;
             /**
              * @description `enabled`: gets deliveries. `disabled`: gets none until enabled again.
              * @enum {string}
@@ -858,6 +889,7 @@ export interface components {
          *           "order.delivered"
          *         ],
          *         "description": "Fulfilment",
+         *         "rateLimit": null,
          *         "status": "enabled",
          *         "createdAt": "2026-11-23T09:00:00.000Z",
          *         "lastSuccessAt": "2026-11-23T09:30:00.212Z",
@@ -2872,6 +2904,7 @@ export interface operations {
                      *           "order.delivered"
                      *         ],
                      *         "description": "Fulfilment",
+                     *         "rateLimit": null,
                      *         "status": "enabled",
                      *         "createdAt": "2026-11-23T09:00:00.000Z",
                      *         "lastSuccessAt": "2026-11-23T09:30:00.212Z",
@@ -3416,6 +3449,188 @@ export interface operations {
                      *       "code": "not_found",
                      *       "message": "no webhook endpoint has this id",
                      *       "status": 404
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    /** @description `"per-key";q=<burst>;w=<seconds for an empty bucket to refill>`. */
+                    "RateLimit-Policy"?: string;
+                    /** @description `"per-key";r=<requests left now>;t=<seconds until the bucket is full again>`. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "rate_limited",
+                     *       "message": "too many requests for this API key: at most 200 at once and 100 per second",
+                     *       "status": 429
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unavailable",
+                     *       "message": "the database is unavailable; retry after a few seconds",
+                     *       "status": 503
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any other error (code: `method_not_allowed`, `expectation_failed`, `request_header_fields_too_large`, `internal_error`) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The body's content coding: `gzip`, `deflate` or `br` (or `identity`, or none). A coded body is decoded before parsing, and the body limit applies to its decoded size too (`413`). Any other coding, or a body that does not decode, is `415` with `Accept-Encoding: gzip, deflate, br`. */
+                "content-encoding"?: string;
+            };
+            path: {
+                /** @description Identifier of the webhook endpoint (1 to 2^63-1). */
+                endpointId: number | bigint;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/merge-patch+json": components["schemas"]["WebhookEndpointPatch"];
+                "application/json": components["schemas"]["WebhookEndpointPatch"];
+            };
+        };
+        responses: {
+            /** @description The endpoint, changed (without its secret) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            /** @description Invalid `endpointId`, or a body with an invalid `url`, `types`, `description` or `rateLimit`, or unknown properties (code: `invalid_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "invalid_request",
+                     *       "message": "url must not point to a private, loopback, link-local or otherwise non-public address",
+                     *       "status": 400
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid API key (code: `unauthorized`) */
+            401: {
+                headers: {
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unauthorized",
+                     *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
+                     *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `webhooks:write` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="webhooks:write" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope webhooks:write, which this operation needs",
+                     *       "status": 403
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No webhook endpoint has this id (code: `not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "not_found",
+                     *       "message": "no webhook endpoint has this id",
+                     *       "status": 404
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the configured limit (64 KiB by default), once decoded (code: `payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "payload_too_large",
+                     *       "message": "request body is too large",
+                     *       "status": 413
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body is not `application/json`, or its `Content-Encoding` is not gzip, deflate, br or identity, or it does not decode (code: `unsupported_media_type`) */
+            415: {
+                headers: {
+                    /** @description `gzip, deflate, br` when the `Content-Encoding` was refused (RFC 9110 §12.5.3). */
+                    "Accept-Encoding"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unsupported_media_type",
+                     *       "message": "request body must be application/json",
+                     *       "status": 415
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];

@@ -11,6 +11,7 @@ import {
 } from '../../domain/webhooks.js';
 import { ContentEncodingHeader } from '../content-coding.js';
 import { ApiError } from '../errors.js';
+import { MERGE_PATCH } from '../json-body.js';
 import { type Links, linkHeader } from '../links.js';
 import { ref } from '../schemas/common.js';
 import { BODY_ERRORS, errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
@@ -25,6 +26,7 @@ import {
   WebhookDeliveries,
   WebhookDelivery as WebhookDeliverySchema,
   WebhookEndpoint,
+  WebhookEndpointPatch,
   WebhookEndpoints as WebhookEndpointsSchema,
   WebhookEndpointWithSecret,
 } from '../schemas/webhook.js';
@@ -184,6 +186,38 @@ const routes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (app, { en
       if (!(await endpoints.delete(request.params.endpointId))) throw new ApiError('not_found', NOT_FOUND);
       return reply.code(204).send(null);
     },
+  );
+
+  app.patch(
+    '/webhook-endpoints/:endpointId',
+    {
+      config: { scope: 'webhooks:write' },
+      schema: {
+        operationId: 'updateWebhookEndpoint',
+        summary: 'Change a webhook endpoint',
+        description:
+          'A JSON Merge Patch (RFC 7396; `application/merge-patch+json`, or `application/json`) of `url`, `types`, ' +
+          "`description` and `rateLimit`; `null` restores a field's default, a field absent is left as it is, `{}` " +
+          'changes nothing. The secret and the status are kept. A new `url` is checked as at creation. New `types` ' +
+          'apply to the events committed from now on; a new `url` or `rateLimit` to the next attempt, pending ones too.',
+        tags: TAGS,
+        headers: Type.Object({ 'content-encoding': ContentEncodingHeader }, { additionalProperties: true }),
+        params: EndpointIdParams,
+        consumes: [MERGE_PATCH, 'application/json'],
+        body: ref(WebhookEndpointPatch),
+        response: {
+          200: response('The endpoint, changed (without its secret)', ref(WebhookEndpoint)),
+          400: invalid(
+            'Invalid `endpointId`, or a body with an invalid `url`, `types`, `description` or `rateLimit`, or unknown properties',
+            'url must not point to a private, loopback, link-local or otherwise non-public address',
+          ),
+          404: notFound,
+          default: otherErrors('GET, HEAD, DELETE, PATCH'),
+          ...BODY_ERRORS,
+        },
+      },
+    },
+    async (request) => view(found(await endpoints.update(request.params.endpointId, request.body))),
   );
 
   app.post(

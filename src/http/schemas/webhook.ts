@@ -2,9 +2,11 @@ import { Type } from 'typebox';
 import {
   ATTEMPT_TRIGGERS,
   MAX_DESCRIPTION_LENGTH,
+  MAX_RATE_LIMIT,
   MAX_URL_LENGTH,
   WEBHOOK_DELIVERY_STATUSES,
 } from '../../domain/webhooks.js';
+import { ANY_OF_MESSAGE } from '../validation.js';
 import { Cursor, Int64, Limit, ref } from './common.js';
 
 const ENDPOINT_EXAMPLE = {
@@ -12,6 +14,7 @@ const ENDPOINT_EXAMPLE = {
   url: 'https://hooks.example.com/animal-store',
   types: ['order.placed', 'order.delivered'],
   description: 'Fulfilment',
+  rateLimit: null,
   status: 'enabled',
   createdAt: '2026-11-23T09:00:00.000Z',
   lastSuccessAt: '2026-11-23T09:30:00.212Z',
@@ -32,6 +35,16 @@ const DateTime = (description: string) =>
   Type.Unsafe<Date>({ type: 'string', format: 'date-time', description });
 const Nullable = (schema: object, description: string) =>
   Type.Unsafe({ anyOf: [schema, { type: 'null' }], description });
+
+const RATE_LIMIT_DESCRIPTION =
+  'Deliveries a second at most, every delivery process together (1 to 10,000); after a quiet spell one ' +
+  "second's worth may go at once. `null`: no limit.";
+/** `rateLimit` as a request sets it: an integer in range, or null for none. */
+const RateLimitValue = (description: string) =>
+  Type.Union([Type.Integer({ minimum: 1, maximum: MAX_RATE_LIMIT }), Type.Null()], {
+    description,
+    [ANY_OF_MESSAGE]: `must be an integer from 1 to ${MAX_RATE_LIMIT}, or null`,
+  });
 
 const Types = Type.Array(
   Type.Unsafe<string>({ anyOf: [{ $ref: 'EventType#' }, { type: 'string', const: '*' }] }),
@@ -57,6 +70,7 @@ export const NewWebhookEndpoint = Type.Object(
         description: 'Up to 255 characters; `""` when absent.',
       }),
     ),
+    rateLimit: Type.Optional(RateLimitValue(`${RATE_LIMIT_DESCRIPTION} Absent: no limit.`)),
   },
   {
     $id: 'NewWebhookEndpoint',
@@ -71,6 +85,7 @@ const endpointProperties = {
   url: Type.String({ description: 'Where deliveries are POSTed.' }),
   types: Types,
   description: Type.String({ description: 'What the endpoint is for.' }),
+  rateLimit: Nullable({ type: 'integer', minimum: 1, maximum: MAX_RATE_LIMIT }, RATE_LIMIT_DESCRIPTION),
   status: Type.Unsafe<'enabled' | 'disabled'>({
     type: 'string',
     enum: ['enabled', 'disabled'],
@@ -115,6 +130,39 @@ export const WebhookEndpointWithSecret = Type.Object(
     additionalProperties: false,
     description: 'A webhook endpoint with its signing secret, as created or rotated.',
     examples: [{ ...ENDPOINT_EXAMPLE, secret: SECRET_EXAMPLE }],
+  },
+);
+
+export const WebhookEndpointPatch = Type.Object(
+  {
+    url: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: MAX_URL_LENGTH,
+        description: 'A new URL, checked as at creation (a private or loopback literal address is refused).',
+      }),
+    ),
+    types: Type.Optional(
+      Type.Union([Types, Type.Null()], {
+        description: 'New types, for the events committed from now on; `null`: every type (`["*"]`).',
+        [ANY_OF_MESSAGE]: 'must be a non-empty list of event types, or ["*"], or null',
+      }),
+    ),
+    description: Type.Optional(
+      Type.Union([Type.String({ maxLength: MAX_DESCRIPTION_LENGTH }), Type.Null()], {
+        description: 'Up to 255 characters; `null`: `""`.',
+        [ANY_OF_MESSAGE]: `must be a string of at most ${MAX_DESCRIPTION_LENGTH} characters, or null`,
+      }),
+    ),
+    rateLimit: Type.Optional(RateLimitValue(RATE_LIMIT_DESCRIPTION)),
+  },
+  {
+    $id: 'WebhookEndpointPatch',
+    additionalProperties: false,
+    description:
+      'A JSON Merge Patch (RFC 7396) of an endpoint: a member present replaces that field, `null` restores its ' +
+      'default (the url cannot be removed), a member absent leaves it as it is. Any other property is refused.',
+    examples: [{ description: 'Fulfilment, EU', rateLimit: 20 }],
   },
 );
 
@@ -252,6 +300,7 @@ export const DeliveryParams = Type.Object({
 
 export const WEBHOOK_SCHEMAS = [
   NewWebhookEndpoint,
+  WebhookEndpointPatch,
   WebhookEndpoint,
   WebhookEndpointWithSecret,
   WebhookEndpoints,

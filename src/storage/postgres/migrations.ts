@@ -179,6 +179,12 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
   // webhook_endpoint.disabled joins the event types (the constraint is checked against every event).
   `ALTER TABLE events DROP CONSTRAINT events_type_check,
      ADD CONSTRAINT events_type_check CHECK (type IN (${sqlList(MIGRATED_EVENT_TYPES.endpointDisabled)}));`,
+  // An endpoint's rateLimit (deliveries a second; null: none), and its token bucket, taken at each claim
+  // by whichever node claims: the limit holds across all of them.
+  `ALTER TABLE webhook_endpoints
+     ADD COLUMN rate_limit      integer CHECK (rate_limit BETWEEN 1 AND 10000),
+     ADD COLUMN throttle_tokens double precision,
+     ADD COLUMN throttle_at     timestamptz;`,
 ];
 
 /**

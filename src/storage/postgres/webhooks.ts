@@ -4,10 +4,12 @@ import type {
   AttemptOutcome,
   AttemptRecorded,
   AttemptTrigger,
+  Claim,
   ClaimedDelivery,
   ClaimLimits,
   DeliveryListQuery,
   DisabledReason,
+  EndpointChanges,
   EndpointTypes,
   NewWebhookEndpoint,
   PendingDeliveries,
@@ -25,6 +27,8 @@ import {
   RECORD_LINGER_MS,
   signingSecrets,
   statusAfter,
+  throttleAfter,
+  throttleAllows,
 } from '../../domain/webhooks.js';
 import { ATTEMPT_COLUMNS, type AttemptRow, toAttempt } from '../attempt-row.js';
 import { CreateBatcher } from '../create-batcher.js';
@@ -111,6 +115,7 @@ interface EndpointRow {
   url: string;
   types: string[];
   description: string;
+  rate_limit: number | null;
   status: WebhookEndpointStatus;
   disabled_reason: DisabledReason | null;
   created_at: Date;
@@ -133,7 +138,7 @@ interface DeliveryRow {
 }
 
 const ENDPOINT_COLUMNS =
-  'id, url, types, description, status, disabled_reason, created_at, secret, previous_secret, previous_secret_until, last_success_at, failing_since';
+  'id, url, types, description, rate_limit, status, disabled_reason, created_at, secret, previous_secret, previous_secret_until, last_success_at, failing_since';
 const DELIVERY_COLUMNS =
   'endpoint_id, event_id, status, attempts, last_attempt_at, next_attempt_at, last_response_status, last_error';
 
@@ -142,6 +147,7 @@ const toEndpoint = (row: EndpointRow): WebhookEndpoint => ({
   url: row.url,
   types: row.types as unknown as EndpointTypes,
   description: row.description,
+  rateLimit: row.rate_limit ?? undefined,
   status: row.status,
   disabledReason: row.disabled_reason ?? undefined,
   createdAt: row.created_at,
@@ -207,11 +213,12 @@ export class PostgresWebhookStore implements WebhookStore {
     return inTransaction(this.#pool, async (client) => {
       await client.query('SELECT pg_advisory_xact_lock($1)', [ENDPOINTS_LOCK]);
       const { rows } = await client.query<EndpointRow>(
-        `INSERT INTO webhook_endpoints (url, types, description, status, created_at, secret, deliver_after)
-         SELECT $1, $2, $3, 'enabled', $4, $5, (SELECT coalesce(max(id), 0) FROM events)
-         WHERE (SELECT count(*) FROM webhook_endpoints) < $6
+        `INSERT INTO webhook_endpoints (url, types, description, rate_limit, status, created_at, secret,
+           deliver_after)
+         SELECT $1, $2, $3, $4, 'enabled', $5, $6, (SELECT coalesce(max(id), 0) FROM events)
+         WHERE (SELECT count(*) FROM webhook_endpoints) < $7
          RETURNING ${ENDPOINT_COLUMNS}`,
-        [e.url, e.types, e.description, e.createdAt, e.secret, maxEndpoints],
+        [e.url, e.types, e.description, e.rateLimit ?? null, e.createdAt, e.secret, maxEndpoints],
       );
       return rows[0] && toEndpoint(rows[0]);
     });
@@ -227,6 +234,24 @@ export class PostgresWebhookStore implements WebhookStore {
 
   findEndpoint(id: bigint): Promise<WebhookEndpoint | undefined> {
     return this.#endpoint(this.#reads, id);
+  }
+
+  async updateEndpoint(id: bigint, changes: EndpointChanges): Promise<WebhookEndpoint | undefined> {
+    // Each column named keeps its value unless the change names it; the secret is never touched.
+    const { rows } = await this.#pool.query<EndpointRow>(
+      `UPDATE webhook_endpoints SET url = coalesce($2, url), types = coalesce($3, types),
+         description = coalesce($4, description), rate_limit = CASE WHEN $5 THEN $6::int ELSE rate_limit END
+       WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,
+      [
+        id,
+        changes.url ?? null,
+        changes.types ?? null,
+        changes.description ?? null,
+        changes.rateLimit !== undefined,
+        changes.rateLimit ?? null,
+      ],
+    );
+    return rows[0] && toEndpoint(rows[0]);
   }
 
   async deleteEndpoint(id: bigint): Promise<boolean> {
@@ -313,14 +338,21 @@ export class PostgresWebhookStore implements WebhookStore {
    * through the (endpoint_id, next_attempt_at) index: a backlog on one endpoint costs the others
    * nothing. A leased delivery is due again when its lease ends: a node that dies lets it go.
    */
-  async claimDue(now: Date, leaseUntil: Date, limits: ClaimLimits): Promise<ClaimedDelivery[]> {
+  async claimDue(now: Date, leaseUntil: Date, limits: ClaimLimits): Promise<Claim> {
     const { limit, owner } = limits;
     return inTransaction(
       this.#pool,
       async (client) => {
-        const { rows: endpoints } = await client.query<EndpointRow & { leased: number; others: number }>({
+        const { rows: endpoints } = await client.query<
+          EndpointRow & {
+            leased: number;
+            others: number;
+            throttle_tokens: number | null;
+            throttle_at: Date | null;
+          }
+        >({
           name: 'webhooks_claim_endpoints',
-          text: `SELECT ${ENDPOINT_COLUMNS}, l.leased, l.others
+          text: `SELECT ${ENDPOINT_COLUMNS}, w.throttle_tokens, w.throttle_at, l.leased, l.others
                FROM webhook_endpoints w CROSS JOIN LATERAL (
                  SELECT count(*)::int AS leased,
                    (count(*) FILTER (WHERE d.lease_owner IS DISTINCT FROM $2))::int AS others
@@ -330,56 +362,87 @@ export class PostgresWebhookStore implements WebhookStore {
           values: [now, owner],
         });
         const claimed: ClaimedDelivery[] = [];
+        let throttledUntil: Date | undefined;
         for (const endpoint of endpoints) {
-          const free = Math.min(
+          let free = Math.min(
             claimable(endpoint.id, endpoint.leased, endpoint.others, limits),
             limit - claimed.length,
           );
-          if (free <= 0) continue;
-          const { rows } = await client.query<{
-            event_id: bigint;
-            attempts: number;
-            next_trigger: AttemptTrigger;
-            type: EventType;
-            occurred_at: Date;
-            data: string;
-            trace_context: string | null;
-          }>({
-            // Unnamed: planned at each claim, for the table as it is then (see CLAIM_DUE).
-            text: CLAIM_DUE,
-            values: [endpoint.id, now, free, leaseUntil, owner],
-          });
-          const secrets = signingSecrets(
-            endpoint.secret,
-            endpoint.previous_secret ?? undefined,
-            endpoint.previous_secret_until ?? undefined,
-            now,
-          );
-          for (const row of rows)
-            claimed.push({
-              endpointId: endpoint.id,
-              eventId: row.event_id,
-              attempts: row.attempts,
-              trigger: row.next_trigger,
-              url: endpoint.url,
-              secrets,
-              body: eventJson({
-                id: row.event_id,
-                type: row.type,
-                occurredAt: row.occurred_at,
-                data: row.data,
-              }),
-              eventType: row.type,
-              cause: row.trace_context ?? undefined,
-              occurredAt: row.occurred_at,
-              leaseUntil,
-            });
+          const rateLimit = endpoint.rate_limit ?? undefined;
+          const bucket =
+            endpoint.throttle_tokens === null || endpoint.throttle_at === null
+              ? undefined
+              : { tokens: endpoint.throttle_tokens, atMs: endpoint.throttle_at.getTime() };
+          if (rateLimit !== undefined) free = throttleAllows(rateLimit, bucket, now.getTime(), free);
+          const before = claimed.length;
+          if (free > 0) await this.#claimOf(client, endpoint, now, leaseUntil, owner, free, claimed);
+          if (rateLimit !== undefined) {
+            const after = throttleAfter(rateLimit, bucket, now.getTime(), claimed.length - before);
+            if (claimed.length > before)
+              await client.query({
+                name: 'webhooks_throttled',
+                text: 'UPDATE webhook_endpoints SET throttle_tokens = $2, throttle_at = $3 WHERE id = $1',
+                values: [endpoint.id, after.bucket.tokens, new Date(after.bucket.atMs)],
+              });
+            if (after.nextAt && (!throttledUntil || after.nextAt < throttledUntil))
+              throttledUntil = after.nextAt;
+          }
           if (claimed.length >= limit) break;
         }
-        return claimed;
+        return { deliveries: claimed, throttledUntil };
       },
       BEGIN_CLAIM,
     );
+  }
+
+  /** Leases up to `free` of the endpoint's due deliveries, the earliest due first, into `claimed`. */
+  async #claimOf(
+    client: pg.PoolClient,
+    endpoint: EndpointRow,
+    now: Date,
+    leaseUntil: Date,
+    owner: string,
+    free: number,
+    claimed: ClaimedDelivery[],
+  ): Promise<void> {
+    const { rows } = await client.query<{
+      event_id: bigint;
+      attempts: number;
+      next_trigger: AttemptTrigger;
+      type: EventType;
+      occurred_at: Date;
+      data: string;
+      trace_context: string | null;
+    }>({
+      // Unnamed: planned at each claim, for the table as it is then (see CLAIM_DUE).
+      text: CLAIM_DUE,
+      values: [endpoint.id, now, free, leaseUntil, owner],
+    });
+    const secrets = signingSecrets(
+      endpoint.secret,
+      endpoint.previous_secret ?? undefined,
+      endpoint.previous_secret_until ?? undefined,
+      now,
+    );
+    for (const row of rows)
+      claimed.push({
+        endpointId: endpoint.id,
+        eventId: row.event_id,
+        attempts: row.attempts,
+        trigger: row.next_trigger,
+        url: endpoint.url,
+        secrets,
+        body: eventJson({
+          id: row.event_id,
+          type: row.type,
+          occurredAt: row.occurred_at,
+          data: row.data,
+        }),
+        eventType: row.type,
+        cause: row.trace_context ?? undefined,
+        occurredAt: row.occurred_at,
+        leaseUntil,
+      });
   }
 
   /** Results arriving together share one transaction (as creates do). */
@@ -599,13 +662,15 @@ export class PostgresWebhookStore implements WebhookStore {
       for (const e of endpoints) {
         const { rowCount } = await client.query(
           `INSERT INTO webhook_endpoints (${ENDPOINT_COLUMNS}, deliver_after)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, (SELECT coalesce(max(id), 0) FROM events))
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
+             (SELECT coalesce(max(id), 0) FROM events))
            ON CONFLICT (id) DO NOTHING`,
           [
             e.id,
             e.url,
             e.types,
             e.description,
+            e.rateLimit ?? null,
             e.status,
             e.disabledReason ?? null,
             e.createdAt,

@@ -186,6 +186,11 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
    ALTER TABLE events_rebuilt RENAME TO events;
    CREATE INDEX events_type_id ON events (type, id);
    CREATE INDEX events_occurred_at ON events (occurred_at);`,
+  // An endpoint's rateLimit (deliveries a second; null: none), and its token bucket, taken at each claim
+  // by whichever process claims: the limit holds across all of them.
+  `ALTER TABLE webhook_endpoints ADD COLUMN rate_limit INTEGER CHECK (rate_limit BETWEEN 1 AND 10000);
+   ALTER TABLE webhook_endpoints ADD COLUMN throttle_tokens REAL;
+   ALTER TABLE webhook_endpoints ADD COLUMN throttle_at INTEGER;`,
 ];
 
 /**

@@ -1,13 +1,16 @@
 import type Database from 'better-sqlite3';
 import { type EventType, eventJson } from '../../domain/events.js';
+import type { BucketState } from '../../domain/token-bucket.js';
 import type {
   AttemptOutcome,
   AttemptRecorded,
   AttemptTrigger,
+  Claim,
   ClaimedDelivery,
   ClaimLimits,
   DeliveryListQuery,
   DisabledReason,
+  EndpointChanges,
   EndpointTypes,
   NewWebhookEndpoint,
   PendingDeliveries,
@@ -25,6 +28,8 @@ import {
   RECORD_LINGER_MS,
   signingSecrets,
   statusAfter,
+  throttleAfter,
+  throttleAllows,
 } from '../../domain/webhooks.js';
 import { ATTEMPT_COLUMNS, type AttemptRow, toAttempt } from '../attempt-row.js';
 import { CreateBatcher } from '../create-batcher.js';
@@ -35,6 +40,7 @@ interface EndpointRow {
   url: string;
   types: string;
   description: string;
+  rate_limit: bigint | null;
   status: WebhookEndpointStatus;
   disabled_reason: DisabledReason | null;
   created_at: bigint;
@@ -44,6 +50,17 @@ interface EndpointRow {
   last_success_at: bigint | null;
   failing_since: bigint | null;
 }
+
+/** A rate-limited endpoint's token bucket (throttleAllows): null until its first claim. */
+interface ThrottleRow {
+  throttle_tokens: number | null;
+  throttle_at: bigint | null;
+}
+
+const bucketOf = (row: ThrottleRow): BucketState | undefined =>
+  row.throttle_tokens === null || row.throttle_at === null
+    ? undefined
+    : { tokens: row.throttle_tokens, atMs: Number(row.throttle_at) };
 
 interface DeliveryRow {
   endpoint_id: bigint;
@@ -57,7 +74,7 @@ interface DeliveryRow {
 }
 
 const ENDPOINT_COLUMNS =
-  'id, url, types, description, status, disabled_reason, created_at, secret, previous_secret, previous_secret_until, last_success_at, failing_since';
+  'id, url, types, description, rate_limit, status, disabled_reason, created_at, secret, previous_secret, previous_secret_until, last_success_at, failing_since';
 const DELIVERY_COLUMNS =
   'endpoint_id, event_id, status, attempts, last_attempt_at, next_attempt_at, last_response_status, last_error';
 
@@ -77,6 +94,7 @@ const toEndpoint = (row: EndpointRow): WebhookEndpoint => ({
   url: row.url,
   types: typesOf(row.types),
   description: row.description,
+  rateLimit: row.rate_limit === null ? undefined : Number(row.rate_limit),
   status: row.status,
   disabledReason: row.disabled_reason ?? undefined,
   createdAt: new Date(Number(row.created_at)),
@@ -127,10 +145,13 @@ function prepareDeliveryStatements(db: Database.Database) {
       .raw(true)
       .safeIntegers(true),
     enabledEndpoints: db
-      .prepare<[], EndpointRow>(
-        `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE status = 'enabled' ORDER BY id`,
+      .prepare<[], EndpointRow & ThrottleRow>(
+        `SELECT ${ENDPOINT_COLUMNS}, throttle_tokens, throttle_at FROM webhook_endpoints WHERE status = 'enabled' ORDER BY id`,
       )
       .safeIntegers(true),
+    throttled: db.prepare<[number, number, bigint]>(
+      'UPDATE webhook_endpoints SET throttle_tokens = ?, throttle_at = ? WHERE id = ?',
+    ),
     dueOfEndpoint: db
       .prepare<
         [bigint, number, number],
@@ -234,9 +255,7 @@ export class SqliteWebhookStore implements WebhookStore {
   readonly #log: SqliteEventLog;
 
   readonly #sql: ReturnType<typeof prepareDeliveryStatements>;
-  readonly #claimAll: Database.Transaction<
-    (at: number, until: number, limits: ClaimLimits) => ClaimedDelivery[]
-  >;
+  readonly #claimAll: Database.Transaction<(at: number, until: number, limits: ClaimLimits) => Claim>;
   readonly #results: CreateBatcher<AttemptResult, AttemptRecorded>;
 
   constructor(db: Database.Database, log: SqliteEventLog) {
@@ -266,14 +285,22 @@ export class SqliteWebhookStore implements WebhookStore {
   async createEndpoint(e: NewWebhookEndpoint, maxEndpoints: number): Promise<WebhookEndpoint | undefined> {
     // One statement, and SQLite has one writer at a time: racing creates cannot pass the limit together.
     const id = this.#db
-      .prepare<[string, string, string, number, string, number], bigint>(
-        `INSERT INTO webhook_endpoints (url, types, description, status, created_at, secret, deliver_after)
-         SELECT ?, ?, ?, 'enabled', ?, ?, (SELECT coalesce(max(id), 0) FROM events)
+      .prepare<[string, string, string, number | null, number, string, number], bigint>(
+        `INSERT INTO webhook_endpoints (url, types, description, rate_limit, status, created_at, secret, deliver_after)
+         SELECT ?, ?, ?, ?, 'enabled', ?, ?, (SELECT coalesce(max(id), 0) FROM events)
          WHERE (SELECT count(*) FROM webhook_endpoints) < ? RETURNING id`,
       )
       .pluck()
       .safeIntegers(true)
-      .get(e.url, typesText(e.types), e.description, e.createdAt.getTime(), e.secret, maxEndpoints);
+      .get(
+        e.url,
+        typesText(e.types),
+        e.description,
+        e.rateLimit ?? null,
+        e.createdAt.getTime(),
+        e.secret,
+        maxEndpoints,
+      );
     return id === undefined ? undefined : this.#endpoint(id);
   }
 
@@ -289,6 +316,27 @@ export class SqliteWebhookStore implements WebhookStore {
 
   async findEndpoint(id: bigint): Promise<WebhookEndpoint | undefined> {
     return this.#endpoint(id);
+  }
+
+  async updateEndpoint(id: bigint, changes: EndpointChanges): Promise<WebhookEndpoint | undefined> {
+    // Each column named keeps its value unless the change names it; the secret is never touched.
+    const row = this.#db
+      .prepare<[Record<string, unknown>], EndpointRow>(
+        `UPDATE webhook_endpoints SET url = coalesce(@url, url), types = coalesce(@types, types),
+           description = coalesce(@description, description),
+           rate_limit = CASE WHEN @setRateLimit THEN @rateLimit ELSE rate_limit END
+         WHERE id = @id RETURNING ${ENDPOINT_COLUMNS}`,
+      )
+      .safeIntegers(true)
+      .get({
+        id,
+        url: changes.url ?? null,
+        types: changes.types ? typesText(changes.types) : null,
+        description: changes.description ?? null,
+        setRateLimit: changes.rateLimit === undefined ? 0 : 1,
+        rateLimit: changes.rateLimit ?? null,
+      });
+    return row && toEndpoint(row);
   }
 
   async deleteEndpoint(id: bigint): Promise<boolean> {
@@ -394,7 +442,7 @@ export class SqliteWebhookStore implements WebhookStore {
     }
   }
 
-  async claimDue(now: Date, leaseUntil: Date, limits: ClaimLimits): Promise<ClaimedDelivery[]> {
+  async claimDue(now: Date, leaseUntil: Date, limits: ClaimLimits): Promise<Claim> {
     return this.#relaxed(() => this.#claimAll.immediate(now.getTime(), leaseUntil.getTime(), limits));
   }
 
@@ -403,45 +451,67 @@ export class SqliteWebhookStore implements WebhookStore {
    * due first, through the (endpoint_id, next_attempt_at) index: a backlog on one endpoint costs the
    * others nothing. A leased delivery is due again when its lease ends: a process that dies lets it go.
    */
-  #claim(at: number, until: number, limits: ClaimLimits): ClaimedDelivery[] {
+  #claim(at: number, until: number, limits: ClaimLimits): Claim {
     const { limit, owner } = limits;
     const leased = new Map<bigint, [number, number]>();
     for (const [endpointId, n, others] of this.#sql.leasedByEndpoint.all(owner, at))
       leased.set(endpointId, [Number(n), Number(others)]);
     const claimed: ClaimedDelivery[] = [];
+    let throttledUntil: Date | undefined;
     for (const endpoint of this.#sql.enabledEndpoints.all()) {
       const [n, others] = leased.get(endpoint.id) ?? [0, 0];
-      const free = Math.min(claimable(endpoint.id, n, others, limits), limit - claimed.length);
-      if (free <= 0) continue;
-      const secrets = signingSecrets(
-        endpoint.secret,
-        endpoint.previous_secret ?? undefined,
-        date(endpoint.previous_secret_until),
-        new Date(at),
-      );
-      for (const [eventId, attempts, type, occurredAt, data, cause, trigger] of this.#sql.dueOfEndpoint.all(
-        endpoint.id,
-        at,
-        free,
-      )) {
-        this.#sql.lease.run({ until, owner, endpointId: endpoint.id, eventId });
-        claimed.push({
-          endpointId: endpoint.id,
-          eventId,
-          attempts: Number(attempts),
-          trigger,
-          url: endpoint.url,
-          secrets,
-          body: eventJson({ id: eventId, type, occurredAt: new Date(Number(occurredAt)), data }),
-          occurredAt: new Date(Number(occurredAt)),
-          eventType: type,
-          cause: cause ?? undefined,
-          leaseUntil: new Date(until),
-        });
+      const rateLimit = endpoint.rate_limit === null ? undefined : Number(endpoint.rate_limit);
+      const bucket = bucketOf(endpoint);
+      let free = Math.min(claimable(endpoint.id, n, others, limits), limit - claimed.length);
+      if (rateLimit !== undefined) free = throttleAllows(rateLimit, bucket, at, free);
+      const before = claimed.length;
+      if (free > 0) this.#claimOf(endpoint, at, until, owner, free, claimed);
+      if (rateLimit !== undefined) {
+        const after = throttleAfter(rateLimit, bucket, at, claimed.length - before);
+        if (claimed.length > before)
+          this.#sql.throttled.run(after.bucket.tokens, after.bucket.atMs, endpoint.id);
+        if (after.nextAt && (!throttledUntil || after.nextAt < throttledUntil)) throttledUntil = after.nextAt;
       }
       if (claimed.length >= limit) break;
     }
-    return claimed;
+    return { deliveries: claimed, throttledUntil };
+  }
+
+  /** Leases up to `free` of the endpoint's due deliveries, the earliest due first, into `claimed`. */
+  #claimOf(
+    endpoint: EndpointRow,
+    at: number,
+    until: number,
+    owner: string,
+    free: number,
+    claimed: ClaimedDelivery[],
+  ): void {
+    const secrets = signingSecrets(
+      endpoint.secret,
+      endpoint.previous_secret ?? undefined,
+      date(endpoint.previous_secret_until),
+      new Date(at),
+    );
+    for (const [eventId, attempts, type, occurredAt, data, cause, trigger] of this.#sql.dueOfEndpoint.all(
+      endpoint.id,
+      at,
+      free,
+    )) {
+      this.#sql.lease.run({ until, owner, endpointId: endpoint.id, eventId });
+      claimed.push({
+        endpointId: endpoint.id,
+        eventId,
+        attempts: Number(attempts),
+        trigger,
+        url: endpoint.url,
+        secrets,
+        body: eventJson({ id: eventId, type, occurredAt: new Date(Number(occurredAt)), data }),
+        occurredAt: new Date(Number(occurredAt)),
+        eventType: type,
+        cause: cause ?? undefined,
+        leaseUntil: new Date(until),
+      });
+    }
   }
 
   async fanOut(batch: number): Promise<number> {
@@ -550,7 +620,7 @@ export class SqliteWebhookStore implements WebhookStore {
   async importEndpoints(endpoints: readonly WebhookEndpoint[]): Promise<number> {
     const insert = this.#db.prepare(
       `INSERT INTO webhook_endpoints (${ENDPOINT_COLUMNS}, deliver_after)
-       VALUES (@id, @url, @types, @description, @status, @disabledReason, @createdAt, @secret, @previousSecret,
+       VALUES (@id, @url, @types, @description, @rateLimit, @status, @disabledReason, @createdAt, @secret, @previousSecret,
          @previousSecretUntil, @lastSuccessAt, @failingSince, (SELECT coalesce(max(id), 0) FROM events))
        ON CONFLICT (id) DO NOTHING`,
     );
@@ -564,6 +634,7 @@ export class SqliteWebhookStore implements WebhookStore {
               url: e.url,
               types: typesText(e.types),
               description: e.description,
+              rateLimit: e.rateLimit ?? null,
               status: e.status,
               disabledReason: e.disabledReason ?? null,
               createdAt: e.createdAt.getTime(),
