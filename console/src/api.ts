@@ -12,6 +12,24 @@ export const SCOPES = [
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 
+const rawJSON = (JSON as unknown as { rawJSON?: (text: string) => object }).rawJSON;
+
+/**
+ * JSON.parse, keeping an int64 beyond 2^53 exact: as its digits (JSON.rawJSON, which JSON.stringify
+ * writes back as they were and the views show as text), where the browser reads a number's source text.
+ */
+export function parseExact(text: string): unknown {
+  return JSON.parse(text, (_key, value: unknown, context?: { source?: string }) =>
+    typeof value === 'number' &&
+    !Number.isSafeInteger(value) &&
+    rawJSON &&
+    context?.source &&
+    /^-?\d+$/.test(context.source)
+      ? rawJSON(context.source)
+      : value,
+  );
+}
+
 /** The API's Error body: {code, message, status}. */
 export class ApiFailure extends Error {
   constructor(
@@ -119,7 +137,7 @@ export async function call<T>(
   const text = res.status === 204 ? '' : await res.text();
   return {
     status: res.status,
-    data: (text ? JSON.parse(text) : undefined) as T,
+    data: (text ? parseExact(text) : undefined) as T,
     next: nextLink(res.headers.get('link')),
   };
 }

@@ -2,7 +2,7 @@
 // text (document.createTextNode / textContent), never parsed as HTML, so untrusted text (a receiver's
 // answer, an animal's name) cannot become markup.
 
-type Child = Node | string | number | null | undefined | false;
+type Child = Node | string | number | object | null | undefined | false;
 type Attrs = Record<string, string | number | boolean | null | undefined | ((event: Event) => void)>;
 
 let ids = 0;
@@ -20,7 +20,9 @@ function apply(element: Element, attrs: Attrs): void {
 function append(element: Element, children: Child[]): void {
   for (const child of children) {
     if (child === null || child === undefined || child === false) continue;
-    element.append(typeof child === 'object' ? child : document.createTextNode(String(child)));
+    if (child instanceof Node) element.append(child);
+    // An exact int64 (api.ts, parseExact) shows its digits.
+    else element.append(document.createTextNode(String((child as { rawJSON?: string }).rawJSON ?? child)));
   }
 }
 

@@ -1,7 +1,7 @@
 // Events: the feed, then the live stream (docs/event-stream.md), read with fetch so that the key goes
 // in the Authorization header (EventSource cannot send one). Newest first; a reconnect resumes after the
 // last id received (Last-Event-ID), and an id already shown is never shown again.
-import { authorization, call } from './api.js';
+import { authorization, call, parseExact } from './api.js';
 import { h, select } from './dom.js';
 import { act, say } from './ui.js';
 
@@ -88,7 +88,7 @@ export function eventsView(): { section: HTMLElement; open: () => Promise<void>;
           if (line.startsWith('data:')) data += line.slice(5).trimStart();
           else if (line.startsWith('retry:')) retryMs = Number(line.slice(6).trim()) || retryMs;
         }
-        if (data) show(JSON.parse(data) as ApiEvent);
+        if (data) show(parseExact(data) as ApiEvent);
         end = buffer.search(/\r?\n\r?\n/);
       }
     }

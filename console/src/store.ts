@@ -70,7 +70,7 @@ export function animalsView(): { section: HTMLElement; open: () => Promise<void>
       h('td', {}, pet.categoryId),
       h('td', {}, pet.status),
     );
-  const list = pagedList<Pet>('Animals', ['Id', 'Name', 'Category', 'Status'], row, () =>
+  const list = pagedList<Pet>('Animals list', ['Id', 'Name', 'Category', 'Status'], row, () =>
     filter.value ? `/v1/pets?status=${filter.value}` : '/v1/pets',
   );
   filter.addEventListener('change', () => void act(list.load));
@@ -166,7 +166,7 @@ export function ordersView(): { section: HTMLElement; open: () => Promise<void> 
     say(`Order ${order.id} is ${changed.data.status}.`);
     replacement.querySelector('td')?.setAttribute('tabindex', '-1');
   };
-  const list = pagedList<Order>('Orders', ['Id', 'Animal', 'Status', 'Placed at', 'Actions'], row, () =>
+  const list = pagedList<Order>('Orders list', ['Id', 'Animal', 'Status', 'Placed at', 'Actions'], row, () =>
     filter.value ? `/v1/store/orders?status=${filter.value}` : '/v1/store/orders',
   );
   filter.addEventListener('change', () => void act(list.load));

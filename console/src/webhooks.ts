@@ -166,7 +166,7 @@ export function webhooksView(): { section: HTMLElement; open: () => Promise<void
     fill(
       place,
       table(
-        'Webhook endpoints',
+        'Webhook endpoints list',
         ['Id', 'URL', 'Types', 'Description', 'Status', 'Last success', 'Actions'],
         answer.data.map(row),
       ),
@@ -324,7 +324,7 @@ export function webhooksView(): { section: HTMLElement; open: () => Promise<void
       fill(
         deliveries,
         table(
-          `Deliveries of endpoint ${id}`,
+          `Deliveries list of endpoint ${id}`,
           [
             'Event',
             'Status',
@@ -463,6 +463,11 @@ export function webhooksView(): { section: HTMLElement; open: () => Promise<void
     'section',
     { 'aria-labelledby': 'webhooks-h' },
     h('h2', { id: 'webhooks-h' }, 'Webhook endpoints'),
+    h(
+      'div',
+      { class: 'actions' },
+      button('Refresh', () => load(), 'Refresh endpoints'),
+    ),
     secrets,
     place,
     paging,

@@ -42,7 +42,8 @@ export const consolePage = fp(
     }
     for (const [url, file, type] of FILES) {
       const answer = new FixedAnswer(readFileSync(new URL(file, BUILT)), type);
-      app.get(url, { compress: false }, (request, reply) => {
+      // Not an operation of the API: left out of the OpenAPI document (hide), as the docs page's routes are.
+      app.get(url, { compress: false, schema: { hide: true } }, (request, reply) => {
         reply
           .header('Content-Security-Policy', CONSOLE_CSP)
           .header('X-Content-Type-Options', 'nosniff')
@@ -51,7 +52,7 @@ export const consolePage = fp(
       });
     }
     // The page's address with a slash: the same page, at one address.
-    app.get('/console/', (_request, reply) => reply.redirect('/console', 308));
+    app.get('/console/', { schema: { hide: true } }, (_request, reply) => reply.redirect('/console', 308));
   },
   { name: 'console', fastify: '5.x' },
 );
