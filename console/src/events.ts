@@ -70,7 +70,10 @@ export function eventsView(): { section: HTMLElement; open: () => Promise<void>;
     });
     if (!res.ok || !res.body) {
       const body = (await res.json().catch(() => ({}))) as { message?: string };
-      throw new Error(`the stream was refused: ${body.message ?? res.status}`);
+      const refused = new Error(`the stream was refused: ${body.message ?? res.status}`);
+      // A key that is no longer valid, or lacks the scope, will not do better by asking again.
+      (refused as Error & { final?: boolean }).final = res.status === 401 || res.status === 403;
+      throw refused;
     }
     setState('live');
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -104,7 +107,8 @@ export function eventsView(): { section: HTMLElement; open: () => Promise<void>;
       (error: unknown) => {
         if (signal.aborted) return;
         say(error instanceof Error ? error.message : String(error));
-        reconnect(signal);
+        if ((error as { final?: boolean }).final) setState('stopped');
+        else reconnect(signal);
       },
     );
   };

@@ -129,6 +129,7 @@ function start(): void {
   );
   fill(main, ...views.map((view) => view.section));
   for (const view of views) view.section.hidden = true;
+  buttons[0]?.focus();
   if (views[0]) show(views[0]);
   else main.append(h('p', {}, 'This key may read nothing the console shows.'));
 }

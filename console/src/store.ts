@@ -164,7 +164,10 @@ export function ordersView(): { section: HTMLElement; open: () => Promise<void> 
     const replacement = row(changed.data);
     tr.replaceWith(replacement);
     say(`Order ${order.id} is ${changed.data.status}.`);
-    replacement.querySelector('td')?.setAttribute('tabindex', '-1');
+    // The button pressed is gone with its row: the focus goes to the row that replaced it.
+    const cell = replacement.querySelector('td');
+    cell?.setAttribute('tabindex', '-1');
+    cell?.focus();
   };
   const list = pagedList<Order>('Orders list', ['Id', 'Animal', 'Status', 'Placed at', 'Actions'], row, () =>
     filter.value ? `/v1/store/orders?status=${filter.value}` : '/v1/store/orders',

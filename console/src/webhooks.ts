@@ -152,8 +152,14 @@ export function webhooksView(): { section: HTMLElement; open: () => Promise<void
       ),
     );
   };
-  const replaceRow = (endpoint: Endpoint) =>
-    place.querySelector(`tr[data-id="${endpoint.id}"]`)?.replaceWith(row(endpoint));
+  const replaceRow = (endpoint: Endpoint) => {
+    const replacement = row(endpoint);
+    place.querySelector(`tr[data-id="${endpoint.id}"]`)?.replaceWith(replacement);
+    // The button pressed may be gone with its row: the focus goes to the row that replaced it.
+    const cell = replacement.querySelector('td');
+    cell?.setAttribute('tabindex', '-1');
+    cell?.focus();
+  };
   const showSecret = (id: number, secret: string) => {
     const panel = secretPanel(id, secret);
     fill(secrets, panel);
