@@ -84,11 +84,11 @@ export async function drawChart(place: HTMLElement, deliveriesPath: string, with
       points && svg('polyline', { points, class: 'lag' }),
       svg('text', { x: PAD, y: H - 8, class: 'label' }, '−60 min'),
       svg('text', { x: W - PAD, y: H - 8, class: 'label', 'text-anchor': 'end' }, 'now'),
-      svg('text', { x: PAD, y: 16, class: 'label' }, `bars: deliveries (max ${maxCount}/min)`),
+      svg('text', { x: PAD, y: 18, class: 'label' }, `bars: deliveries (max ${maxCount}/min)`),
       withLag &&
         svg(
           'text',
-          { x: W - PAD, y: 16, class: 'label lag-label', 'text-anchor': 'end' },
+          { x: W - PAD, y: 18, class: 'label lag-label', 'text-anchor': 'end' },
           `line: mean lag (max ${maxLag.toFixed(2)} s)`,
         ),
     ),
