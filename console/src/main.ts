@@ -112,9 +112,16 @@ function start(): void {
   };
   fill(nav, h('ul', {}, ...buttons.map((b) => h('li', {}, b))));
   const granted = SCOPES.filter(has);
+  const refused = SCOPES.filter((scope) => !has(scope));
   fill(
     who,
-    h('span', {}, `Signed in. This key may: ${granted.join(', ') || 'nothing'}.`),
+    h(
+      'span',
+      {},
+      `Signed in. This key may: ${granted.join(', ') || 'nothing'}.`,
+      refused.length > 0 &&
+        ` Not offered: what needs ${refused.join(', ')} (the API answered 403 forbidden: this key lacks ${refused.length === 1 ? 'that scope' : 'those scopes'}).`,
+    ),
     h(
       'button',
       {

@@ -137,6 +137,10 @@ describe('the console in a real browser', () => {
   test('when a read-only key signs in, then every view is offered and no write action is', async () => {
     await signIn(readOnlyKey);
     await page.getByText('This key may: pets:read, orders:read, events:read, webhooks:read.').waitFor();
+    assert.match(
+      (await page.locator('.who').textContent()) ?? '',
+      /Not offered: what needs pets:write, orders:write, webhooks:write \(the API answered 403 forbidden: this key lacks those scopes\)\./,
+    );
     const nav = page.getByRole('navigation', { name: 'Views' });
     assert.deepEqual(await nav.getByRole('button').allTextContents(), [
       'Animals',
