@@ -27,6 +27,9 @@ COPY packages/better-sqlite3-node20/package.json packages/better-sqlite3-node20/
 RUN npm ci --ignore-scripts --no-audit --no-fund && npm rebuild
 COPY tsconfig.json tsconfig.build.json ./
 COPY src/ src/
+# The console (/console), bundled by the build's last step.
+COPY console/ console/
+COPY scripts/build-console.js scripts/
 RUN npm run build \
   && chmod +x dist/cli/main.js \
   && npm prune --omit=dev --no-audit --no-fund \

@@ -110,13 +110,14 @@ for (const entry of readdirSync(ROOT)) {
 /**
  * Test files that keep a process of their own: tracing registers a global tracer provider and
  * config.test sets process.env, which other files would see; the faults and the docs page's browser
- * are about processes and time, and run beside the groups rather than inside one.
+ * are about processes and time, and run beside the groups rather than inside one; so does the console's.
  */
 const ALONE = [
   /^test\/(tracing|faults)\//,
   /^test\/config\/config\.test\.ts$/,
   /^test\/cli\/tracing\.test\.ts$/,
   /^test\/docs\//,
+  /^test\/console\//,
 ];
 /**
  * How many processes the other test files share. Each file in a process of its own cost about 1 CPU-s

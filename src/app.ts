@@ -18,6 +18,7 @@ import { AuthFailureLimiter } from './http/auth-failures.js';
 import { answerClientError, answerConnect } from './http/client-errors.js';
 import { conditionalRequests } from './http/conditional-requests.js';
 import { DRAIN_GRACE_MS, GuardedServer } from './http/connections.js';
+import { consolePage } from './http/console.js';
 import { contentCodings } from './http/content-coding.js';
 import { corsPolicy } from './http/cors.js';
 import { DeliveryShare, deliveryShare } from './http/delivery-share.js';
@@ -149,6 +150,7 @@ export async function buildApp({
   if (servesApi) {
     await app.register(corsPolicy, { origins: config.corsOrigins });
     if (config.docsEnabled) await app.register(docs);
+    await app.register(consolePage);
   }
 
   const metrics = new ServiceMetrics(storage);
