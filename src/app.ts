@@ -206,6 +206,7 @@ export async function buildApp({
     },
     now,
     config.webhooks.maxEndpoints,
+    config.eventRetentionDays,
   );
   deleteOldEvents(app, store, config.eventRetentionDays, now);
 

@@ -5,6 +5,7 @@ import {
   checkEndpointUrl,
   type EndpointChanges,
   endpointTypes,
+  InvalidEndpointError,
   newWebhookSecret,
   PREVIOUS_SECRET_TTL_MS,
   type WebhookAttempt,
@@ -33,6 +34,13 @@ export interface EndpointPatch {
   rateLimit?: number | null | undefined;
 }
 
+export interface RecoveryRequest {
+  since: Date;
+  until?: Date | undefined;
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
 export interface Page<T> {
   items: T[];
   nextCursor?: string;
@@ -47,6 +55,7 @@ export class WebhookEndpoints {
   readonly #attemptCursors: CursorCodec;
   readonly #now: () => Date;
   readonly #maxEndpoints: number;
+  readonly #retentionDays: number;
 
   constructor(
     store: WebhookStore,
@@ -54,8 +63,10 @@ export class WebhookEndpoints {
     cursors: { endpoints: CursorCodec; deliveries: CursorCodec; attempts: CursorCodec },
     now: () => Date,
     maxEndpoints: number,
+    retentionDays: number,
   ) {
     this.#maxEndpoints = maxEndpoints;
+    this.#retentionDays = retentionDays;
     this.#store = store;
     this.#policy = policy;
     this.#endpointCursors = cursors.endpoints;
@@ -161,6 +172,36 @@ export class WebhookEndpoints {
     items.length = limit;
     const last = items[items.length - 1] as WebhookAttempt;
     return { items, nextCursor: this.#attemptCursors.encode({ afterId: BigInt(last.number), ...filter }) };
+  }
+
+  /**
+   * Attempts once more, in event order, every delivery of the endpoint that ended `failed` for an event
+   * that occurred from `since` (within the event retention, not in the future) until `until` (after
+   * `since`; now when absent); resolves to how many, or undefined when there is no such endpoint.
+   * Throws InvalidEndpointError naming `since` or `until`; ConflictError while one runs, or when the
+   * endpoint is disabled.
+   */
+  async recover(endpointId: bigint, { since, until }: RecoveryRequest): Promise<number | undefined> {
+    const now = this.#now();
+    const oldest = now.getTime() - this.#retentionDays * DAY_MS;
+    if (since.getTime() > now.getTime()) throw new InvalidEndpointError('since must not be in the future');
+    if (since.getTime() < oldest)
+      throw new InvalidEndpointError(
+        `since must be within the event retention (EVENT_RETENTION_DAYS: ${this.#retentionDays} days)`,
+      );
+    if (until !== undefined && until.getTime() <= since.getTime())
+      throw new InvalidEndpointError('until must be after since');
+    const started = await this.#store.startRecovery(endpointId, { since, until: until ?? now }, now);
+    switch (started.outcome) {
+      case 'started':
+        return started.queued;
+      case 'not_found':
+        return undefined;
+      case 'disabled':
+        throw new ConflictError('this webhook endpoint is disabled: enable it first');
+      case 'running':
+        throw new ConflictError('a recovery of this webhook endpoint is under way: wait for it to end');
+    }
   }
 
   /** The delivery is attempted again now; undefined when the endpoint has no delivery of this event. */

@@ -166,6 +166,22 @@ export function throttleAfter(
   return { bucket: state, nextAt: state.tokens < 1 ? new Date(nextTokenAtMs(state, policy)) : undefined };
 }
 
+/** A recovery's window of event times: every event with since <= occurredAt < until. */
+export interface RecoveryWindow {
+  since: Date;
+  until: Date;
+}
+
+/** How asking for a recovery ended. */
+export type RecoveryStart =
+  | { outcome: 'started'; queued: number }
+  | { outcome: 'not_found' }
+  | { outcome: 'disabled' }
+  | { outcome: 'running' };
+
+/** How many failed deliveries a recovery moves back to pending at once. */
+export const RECOVER_BATCH = 100;
+
 /** What recording an attempt did to the endpoint. */
 export type AttemptRecorded =
   | { recorded: false } // the lease had passed to another node: its attempt counts, not this one
@@ -251,6 +267,18 @@ export interface WebhookStore {
     afterNumber: number,
     limit: number,
   ): Promise<WebhookAttempt[] | undefined>;
+  /**
+   * Starts a recovery of the endpoint's deliveries that ended `failed`, for the events in `window`:
+   * counts them, and records the recovery, which recoverNext then carries out. One at a time per
+   * endpoint, on every node; none for a disabled endpoint. Nothing is recorded when none failed.
+   */
+  startRecovery(endpointId: bigint, window: RecoveryWindow, at: Date): Promise<RecoveryStart>;
+  /**
+   * For each recovery under way (of an enabled endpoint), moves its next `batch` failed deliveries, in
+   * event order, back to pending, due at `now`, their next attempt a `recover`; a recovery ends with
+   * its last batch, or when its endpoint is disabled. Resolves to how many deliveries it moved.
+   */
+  recoverNext(now: Date, batch: number): Promise<number>;
   /** The delivery becomes pending, due at `at`, its next attempt a `retry`; undefined when there is none. */
   retryDelivery(endpointId: bigint, eventId: bigint, at: Date): Promise<WebhookDelivery | undefined>;
   /**

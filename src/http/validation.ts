@@ -49,7 +49,8 @@ function createAjv(fromText: boolean): Ajv {
     verbose: true, // errors carry their schema, for PATTERN_MESSAGE
     strict: true,
     strictTypes: false,
-    formats: { int32: true, int64: true },
+    // Documented formats, checked by each schema's own pattern (date-time: RFC3339_PATTERN).
+    formats: { int32: true, int64: true, 'date-time': true },
   });
   ajv.addKeyword({ keyword: PATTERN_MESSAGE, schemaType: 'string' });
   ajv.addKeyword({ keyword: ANY_OF_MESSAGE, schemaType: 'string' });

@@ -2,7 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { StorageUnavailableError } from '../domain/errors.js';
 import { nextAttemptAt } from '../domain/retry-schedule.js';
-import type { AttemptOutcome, ClaimedDelivery, WebhookStore } from '../domain/webhooks.js';
+import {
+  type AttemptOutcome,
+  type ClaimedDelivery,
+  RECOVER_BATCH,
+  type WebhookStore,
+} from '../domain/webhooks.js';
 import type { SendResult, WebhookSender } from './sender.js';
 import { webhookHeaders } from './signature.js';
 
@@ -214,6 +219,8 @@ export class Deliverer {
   /** Fans out, claims what is due into the queues; resolves to how long to sleep before looking again. */
   async #round(): Promise<number> {
     await this.#fanOut();
+    // A recovery's next batch becomes due now (a read, when none is under way).
+    await this.#o.store.recoverNext(this.#o.now(), RECOVER_BATCH);
     // Events left to fan out: look again when the next fan-out may start.
     const fanOutWait = this.#fanOutLeft
       ? Math.max(1, Math.ceil(this.#fanOutAt - performance.now()))
@@ -392,8 +399,11 @@ export class Deliverer {
         : result.answered
           ? `HTTP ${result.status}${result.body ? `: ${result.body}` : ''}`.slice(0, 1024 + 16)
           : result.error,
+      // A recovery attempts once more, not a schedule's worth more.
       nextAttemptAt:
-        succeeded || gone ? undefined : nextAttemptAt(schedule, delivery.attempts + 1, at, this.#o.random),
+        succeeded || gone || delivery.trigger === 'recover'
+          ? undefined
+          : nextAttemptAt(schedule, delivery.attempts + 1, at, this.#o.random),
     };
     answered();
     let recorded: Awaited<ReturnType<WebhookStore['recordAttempt']>>;

@@ -68,6 +68,7 @@ sqlite.describe('the OpenAPI document: events and webhooks', () => {
       'listWebhookAttempts',
       'listWebhookDeliveries',
       'listWebhookEndpoints',
+      'recoverWebhookEndpoint',
       'retryWebhookDelivery',
       'rotateWebhookEndpointSecret',
       'updateWebhookEndpoint',

@@ -68,8 +68,8 @@ for (const backend of backends) {
       later(() => database.drop());
       const sqlite = backend.name === 'sqlite';
       const migrations = sqlite ? SQLITE_MIGRATIONS : POSTGRES_MIGRATIONS;
-      const before = migrations.length - 1;
-      assert.match(migrations[before] as string, /webhook_endpoint\.disabled/, 'the migration under test');
+      const before = migrations.findIndex((sql) => sql.includes("'webhook_endpoint.disabled'"));
+      assert.ok(before > 0, 'the migration under test');
       const events = [1, 2, 3, 4]
         .map((n) => `('pet.created', ${sqlite ? n : `to_timestamp(${n})`}, '{"id":${n}}')`)
         .join(', ');

@@ -319,6 +319,28 @@ export interface paths {
         patch: operations["updateWebhookEndpoint"];
         trace?: never;
     };
+    "/webhook-endpoints/{endpointId}/recover": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Attempt an endpoint's failed deliveries again
+         * @description Every delivery of the endpoint that ended `failed`, for an event that occurred from `since` until `until` (now when absent), is attempted once more (`trigger: "recover"`; a failure ends it `failed` again, with no retry schedule), in event order, in batches of 100 in the background. Deliveries that succeeded are not sent again. One recovery at a time per endpoint: it runs until each of its deliveries has been attempted.
+         *
+         *     Needs an API key with the scope `webhooks:write`; without it, `403 forbidden`.
+         */
+        post: operations["recoverWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/webhook-endpoints/{endpointId}/enable": {
         parameters: {
             query?: never;
@@ -735,6 +757,34 @@ export interface components {
          *     ]
          */
         Events: components["schemas"]["Event"][];
+        /**
+         * @description The window of event times to recover. Any other property is refused.
+         * @example {
+         *       "since": "2026-11-23T08:00:00Z"
+         *     }
+         */
+        RecoveryRequest: {
+            /**
+             * Format: date-time
+             * @description The first event time to recover: not in the future, nor older than the event retention (EVENT_RETENTION_DAYS, 30 days).
+             */
+            since: string;
+            /**
+             * Format: date-time
+             * @description The event time to stop before (after `since`); now when absent.
+             */
+            until?: string;
+        };
+        /**
+         * @description A recovery, started: it runs in the background.
+         * @example {
+         *       "queued": 42
+         *     }
+         */
+        Recovery: {
+            /** @description The endpoint's deliveries that ended `failed` for an event of the window: each is attempted once more. */
+            queued: number;
+        };
         /**
          * @description The request body for registering a webhook endpoint. Any other property is refused.
          * @example {
@@ -3597,6 +3647,203 @@ export interface operations {
                      *       "code": "not_found",
                      *       "message": "no webhook endpoint has this id",
                      *       "status": 404
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the configured limit (64 KiB by default), once decoded (code: `payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "payload_too_large",
+                     *       "message": "request body is too large",
+                     *       "status": 413
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body is not `application/json`, or its `Content-Encoding` is not gzip, deflate, br or identity, or it does not decode (code: `unsupported_media_type`) */
+            415: {
+                headers: {
+                    /** @description `gzip, deflate, br` when the `Content-Encoding` was refused (RFC 9110 §12.5.3). */
+                    "Accept-Encoding"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unsupported_media_type",
+                     *       "message": "request body must be application/json",
+                     *       "status": 415
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests for this API key: its token bucket is empty. Every `/v1` response of an authenticated request carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers). Also given, with `Retry-After` only, to a client address with too many failed authentications, before its key is looked at (code: `rate_limited`) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    /** @description `"per-key";q=<burst>;w=<seconds for an empty bucket to refill>`. */
+                    "RateLimit-Policy"?: string;
+                    /** @description `"per-key";r=<requests left now>;t=<seconds until the bucket is full again>`. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "rate_limited",
+                     *       "message": "too many requests for this API key: at most 200 at once and 100 per second",
+                     *       "status": 429
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The service cannot serve now: the database is unavailable (down, not answering within its bound, full or read-only) or the node is overloaded (event loop lagging or memory high). Nothing was stored; retry after `Retry-After` seconds (code: `unavailable`) */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unavailable",
+                     *       "message": "the database is unavailable; retry after a few seconds",
+                     *       "status": 503
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any other error (code: `method_not_allowed`, `expectation_failed`, `request_header_fields_too_large`, `internal_error`) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    recoverWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The body's content coding: `gzip`, `deflate` or `br` (or `identity`, or none). A coded body is decoded before parsing, and the body limit applies to its decoded size too (`413`). Any other coding, or a body that does not decode, is `415` with `Accept-Encoding: gzip, deflate, br`. */
+                "content-encoding"?: string;
+            };
+            path: {
+                /** @description Identifier of the webhook endpoint (1 to 2^63-1). */
+                endpointId: number | bigint;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RecoveryRequest"];
+            };
+        };
+        responses: {
+            /** @description Recovery started: how many deliveries it attempts again */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Recovery"];
+                };
+            };
+            /** @description Invalid `endpointId`; `since` in the future or older than the event retention; `until` not after `since`; or unknown properties (code: `invalid_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "invalid_request",
+                     *       "message": "since must not be in the future",
+                     *       "status": 400
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid API key (code: `unauthorized`) */
+            401: {
+                headers: {
+                    /** @description Bearer realm="animal-store", with error="invalid_token" when a key was sent (an unknown, revoked or expired key). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "unauthorized",
+                     *       "message": "an API key is required: send \"Authorization: Bearer <key>\"",
+                     *       "status": 401
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but lacks the scope `webhooks:write` (code: `forbidden`) */
+            403: {
+                headers: {
+                    /** @description Bearer realm="animal-store", error="insufficient_scope", scope="webhooks:write" (RFC 6750 §3.1). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "forbidden",
+                     *       "message": "this API key does not have the scope webhooks:write, which this operation needs",
+                     *       "status": 403
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No webhook endpoint has this id (code: `not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "not_found",
+                     *       "message": "no webhook endpoint has this id",
+                     *       "status": 404
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A recovery of this endpoint is under way, or the endpoint is disabled (code: `conflict`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "conflict",
+                     *       "message": "this webhook endpoint is disabled: enable it first",
+                     *       "status": 409
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];

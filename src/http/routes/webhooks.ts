@@ -22,6 +22,8 @@ import {
   ListWebhookDeliveriesQuery,
   ListWebhookEndpointsQuery,
   NewWebhookEndpoint,
+  Recovery,
+  RecoveryRequest,
   WebhookAttempts,
   WebhookDeliveries,
   WebhookDelivery as WebhookDeliverySchema,
@@ -65,6 +67,28 @@ const attemptView = (a: WebhookAttempt) => ({
   error: a.error ?? null,
   trigger: a.trigger,
 });
+
+/**
+ * The instant a date-time names, its fields as written (the schema's pattern checked their form): Date
+ * alone would read 2026-02-30 as March 2 and 24:00 as the next day.
+ */
+function instant(text: string, field: string): Date {
+  const at = new Date(text);
+  const [, year, month, day, hour, minute, second] =
+    /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})/.exec(text) ?? [];
+  const written = new Date(
+    Date.UTC(Number(year), Number(month) - 1, Number(day), Number(hour), Number(minute), Number(second)),
+  );
+  const fieldsHold =
+    written.getUTCFullYear() === Number(year) &&
+    written.getUTCMonth() === Number(month) - 1 &&
+    written.getUTCDate() === Number(day) &&
+    written.getUTCHours() === Number(hour) &&
+    written.getUTCMinutes() === Number(minute);
+  if (Number.isNaN(at.getTime()) || !fieldsHold)
+    throw new ApiError('invalid_request', `${field} is not a date-time that exists`);
+  return at;
+}
 
 const routes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (app, { endpoints, links }) => {
   const found = (endpoint: EndpointModel | undefined): EndpointModel => {
@@ -218,6 +242,48 @@ const routes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (app, { en
       },
     },
     async (request) => view(found(await endpoints.update(request.params.endpointId, request.body))),
+  );
+
+  app.post(
+    '/webhook-endpoints/:endpointId/recover',
+    {
+      config: { scope: 'webhooks:write' },
+      schema: {
+        operationId: 'recoverWebhookEndpoint',
+        summary: "Attempt an endpoint's failed deliveries again",
+        description:
+          'Every delivery of the endpoint that ended `failed`, for an event that occurred from `since` until `until` ' +
+          '(now when absent), is attempted once more (`trigger: "recover"`; a failure ends it `failed` again, with no ' +
+          'retry schedule), in event order, in batches of 100 in the background. Deliveries that succeeded are not ' +
+          'sent again. One recovery at a time per endpoint: it runs until each of its deliveries has been attempted.',
+        tags: TAGS,
+        headers: Type.Object({ 'content-encoding': ContentEncodingHeader }, { additionalProperties: true }),
+        params: EndpointIdParams,
+        body: ref(RecoveryRequest),
+        response: {
+          202: response('Recovery started: how many deliveries it attempts again', ref(Recovery)),
+          400: invalid(
+            'Invalid `endpointId`; `since` in the future or older than the event retention; `until` not after `since`; or unknown properties',
+            'since must not be in the future',
+          ),
+          404: notFound,
+          409: errorResponse('A recovery of this endpoint is under way, or the endpoint is disabled', {
+            conflict: 'this webhook endpoint is disabled: enable it first',
+          }),
+          default: otherErrors('POST'),
+          ...BODY_ERRORS,
+        },
+      },
+    },
+    async (request, reply) => {
+      const { since, until } = request.body;
+      const queued = await endpoints.recover(request.params.endpointId, {
+        since: instant(since, 'since'),
+        until: until === undefined ? undefined : instant(until, 'until'),
+      });
+      if (queued === undefined) throw new ApiError('not_found', NOT_FOUND);
+      return reply.code(202).send({ queued });
+    },
   );
 
   app.post(

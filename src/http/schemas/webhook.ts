@@ -6,7 +6,7 @@ import {
   MAX_URL_LENGTH,
   WEBHOOK_DELIVERY_STATUSES,
 } from '../../domain/webhooks.js';
-import { ANY_OF_MESSAGE } from '../validation.js';
+import { ANY_OF_MESSAGE, PATTERN_MESSAGE } from '../validation.js';
 import { Cursor, Int64, Limit, ref } from './common.js';
 
 const ENDPOINT_EXAMPLE = {
@@ -298,7 +298,49 @@ export const DeliveryParams = Type.Object({
   eventId: Int64({ description: 'Identifier of the event delivered (1 to 2^63-1).', minimum: 1 }),
 });
 
+/** An RFC 3339 date-time with its offset (the exact instant is read by Date, which refuses 2026-13-01). */
+const RFC3339 = (description: string) =>
+  Type.String({
+    format: 'date-time',
+    pattern: '^\\d{4}-\\d{2}-\\d{2}[Tt]\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,9})?([Zz]|[+-]\\d{2}:\\d{2})$',
+    [PATTERN_MESSAGE]: 'must be an RFC 3339 date-time with an offset, such as 2026-11-23T09:00:00Z',
+    description,
+  });
+
+export const RecoveryRequest = Type.Object(
+  {
+    since: RFC3339(
+      'The first event time to recover: not in the future, nor older than the event retention (EVENT_RETENTION_DAYS, 30 days).',
+    ),
+    until: Type.Optional(RFC3339('The event time to stop before (after `since`); now when absent.')),
+  },
+  {
+    $id: 'RecoveryRequest',
+    additionalProperties: false,
+    description: 'The window of event times to recover. Any other property is refused.',
+    examples: [{ since: '2026-11-23T08:00:00Z' }],
+  },
+);
+
+export const Recovery = Type.Object(
+  {
+    queued: Type.Integer({
+      minimum: 0,
+      description:
+        "The endpoint's deliveries that ended `failed` for an event of the window: each is attempted once more.",
+    }),
+  },
+  {
+    $id: 'Recovery',
+    additionalProperties: false,
+    description: 'A recovery, started: it runs in the background.',
+    examples: [{ queued: 42 }],
+  },
+);
+
 export const WEBHOOK_SCHEMAS = [
+  RecoveryRequest,
+  Recovery,
   NewWebhookEndpoint,
   WebhookEndpointPatch,
   WebhookEndpoint,

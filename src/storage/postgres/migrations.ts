@@ -185,6 +185,19 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
      ADD COLUMN rate_limit      integer CHECK (rate_limit BETWEEN 1 AND 10000),
      ADD COLUMN throttle_tokens double precision,
      ADD COLUMN throttle_at     timestamptz;`,
+  // Recoveries under way (POST …/recover), one per endpoint: the window of event times, and the last
+  // event whose failed delivery a deliverer moved back to pending. An endpoint's due deliveries are
+  // claimed in event order among those due at the same instant (a recovery's batch is).
+  `CREATE TABLE webhook_recoveries (
+     endpoint_id    bigint      PRIMARY KEY REFERENCES webhook_endpoints (id) ON DELETE CASCADE,
+     since          timestamptz NOT NULL,
+     until          timestamptz NOT NULL,
+     after_event_id bigint      NOT NULL,
+     created_at     timestamptz NOT NULL
+   );
+   DROP INDEX webhook_deliveries_endpoint_due;
+   CREATE INDEX webhook_deliveries_endpoint_due ON webhook_deliveries (endpoint_id, next_attempt_at, event_id)
+     WHERE status = 'pending';`,
 ];
 
 /**

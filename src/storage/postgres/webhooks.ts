@@ -13,6 +13,8 @@ import type {
   EndpointTypes,
   NewWebhookEndpoint,
   PendingDeliveries,
+  RecoveryStart,
+  RecoveryWindow,
   WebhookAttempt,
   WebhookDelivery,
   WebhookDeliveryStatus,
@@ -67,11 +69,32 @@ export const CLAIM_DUE = `WITH leased AS (
     WHERE d.ctid = ANY (ARRAY(
       SELECT ctid FROM webhook_deliveries
       WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at <= $2
-      ORDER BY next_attempt_at LIMIT $3))
+      ORDER BY next_attempt_at, event_id LIMIT $3))
     RETURNING d.event_id, d.attempts, d.next_trigger
   )
   SELECT leased.event_id, leased.attempts, leased.next_trigger, e.type, e.occurred_at, e.data, e.trace_context
   FROM leased JOIN events e ON e.id = leased.event_id`;
+
+/**
+ * A recovery's next batch ($5 at most) of the endpoint's failed deliveries after its cursor ($2), for
+ * events in its window, moved back to pending in event order ($7: only while the endpoint is enabled);
+ * and whether any it queued is still waiting for its attempt. NOTIFY wakes every node's deliverer.
+ */
+const RECOVER_BATCH_SQL = `WITH batch AS (
+    SELECT d.event_id FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
+    WHERE $7 AND d.endpoint_id = $1 AND d.status = 'failed' AND d.event_id > $2
+      AND e.occurred_at >= $3 AND e.occurred_at < $4
+    ORDER BY d.event_id LIMIT $5
+  ), moved AS (
+    UPDATE webhook_deliveries d SET status = 'pending', next_trigger = 'recover', next_attempt_at = $6,
+      lease_until = NULL
+    FROM batch WHERE d.endpoint_id = $1 AND d.event_id = batch.event_id
+    RETURNING d.event_id
+  )
+  SELECT (SELECT count(*)::int FROM moved) AS moved, (SELECT max(event_id) FROM moved) AS last,
+    EXISTS (SELECT 1 FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'pending'
+      AND next_trigger = 'recover') AS recovering,
+    CASE WHEN EXISTS (SELECT 1 FROM moved) THEN pg_notify('${WEBHOOKS_CHANNEL}', current_schema()) END`;
 
 /**
  * Gives the events after the fan-out cursor ($1 at most) their deliveries and moves the cursor (fanOut).
@@ -318,6 +341,82 @@ export class PostgresWebhookStore implements WebhookStore {
     const attempts = rows[0]?.attempts;
     if (!attempts) return undefined;
     return attempts.map(toAttempt);
+  }
+
+  async startRecovery(endpointId: bigint, window: RecoveryWindow, at: Date): Promise<RecoveryStart> {
+    return inTransaction(this.#pool, async (client): Promise<RecoveryStart> => {
+      // The endpoint's row, locked: recoveries of one endpoint asked for at once take turns.
+      const { rows } = await client.query<{ status: WebhookEndpointStatus; running: boolean }>(
+        `SELECT status, EXISTS (SELECT 1 FROM webhook_recoveries WHERE endpoint_id = $1) AS running
+         FROM webhook_endpoints WHERE id = $1 FOR UPDATE`,
+        [endpointId],
+      );
+      const endpoint = rows[0];
+      if (!endpoint) return { outcome: 'not_found' };
+      if (endpoint.status === 'disabled') return { outcome: 'disabled' };
+      if (endpoint.running) return { outcome: 'running' };
+      const { rows: counted } = await client.query<{ queued: number }>(
+        `WITH counted AS (
+           SELECT count(*)::int AS queued FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
+           WHERE d.endpoint_id = $1 AND d.status = 'failed' AND e.occurred_at >= $2 AND e.occurred_at < $3
+         ), started AS (
+           INSERT INTO webhook_recoveries (endpoint_id, since, until, after_event_id, created_at)
+           SELECT $1, $2, $3, 0, $4 FROM counted WHERE queued > 0
+           RETURNING pg_notify('${WEBHOOKS_CHANNEL}', current_schema())
+         )
+         SELECT queued, (SELECT count(*) FROM started) AS started FROM counted`,
+        [endpointId, window.since, window.until, at],
+      );
+      return { outcome: 'started', queued: counted[0]?.queued ?? 0 };
+    });
+  }
+
+  /**
+   * Each recovery's row is taken SKIP LOCKED: one node moves a recovery's batch, the others go on to
+   * the next recovery or find nothing to do.
+   */
+  async recoverNext(now: Date, batch: number): Promise<number> {
+    const { rows: any } = await this.#pool.query({
+      name: 'webhooks_any_recovery',
+      text: 'SELECT 1 FROM webhook_recoveries LIMIT 1',
+    });
+    if (any.length === 0) return 0;
+    return inTransaction(
+      this.#pool,
+      async (client) => {
+        const { rows: recoveries } = await client.query<{
+          endpoint_id: bigint;
+          enabled: boolean;
+          since: Date;
+          until: Date;
+          after_event_id: bigint;
+        }>(
+          `SELECT r.endpoint_id, w.status = 'enabled' AS enabled, r.since, r.until, r.after_event_id
+           FROM webhook_recoveries r JOIN webhook_endpoints w ON w.id = r.endpoint_id
+           FOR UPDATE OF r SKIP LOCKED`,
+        );
+        let moved = 0;
+        for (const r of recoveries) {
+          const { rows } = await client.query<{ moved: number; last: bigint | null; recovering: boolean }>({
+            name: 'webhooks_recover_batch',
+            text: RECOVER_BATCH_SQL,
+            values: [r.endpoint_id, r.after_event_id, r.since, r.until, batch, now, r.enabled],
+          });
+          const { moved: n = 0, last = null, recovering = false } = rows[0] ?? {};
+          moved += n;
+          if (last !== null)
+            await client.query('UPDATE webhook_recoveries SET after_event_id = $2 WHERE endpoint_id = $1', [
+              r.endpoint_id,
+              last,
+            ]);
+          // Every batch queued and each attempted, or the endpoint disabled: the recovery is over.
+          else if (!r.enabled || !recovering)
+            await client.query('DELETE FROM webhook_recoveries WHERE endpoint_id = $1', [r.endpoint_id]);
+        }
+        return moved;
+      },
+      BEGIN_RELAXED,
+    );
   }
 
   async retryDelivery(endpointId: bigint, eventId: bigint, at: Date): Promise<WebhookDelivery | undefined> {

@@ -191,6 +191,19 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
   `ALTER TABLE webhook_endpoints ADD COLUMN rate_limit INTEGER CHECK (rate_limit BETWEEN 1 AND 10000);
    ALTER TABLE webhook_endpoints ADD COLUMN throttle_tokens REAL;
    ALTER TABLE webhook_endpoints ADD COLUMN throttle_at INTEGER;`,
+  // Recoveries under way (POST …/recover), one per endpoint: the window of event times, and the last
+  // event whose failed delivery the deliverer moved back to pending. An endpoint's due deliveries are
+  // claimed in event order among those due at the same instant (a recovery's batch is).
+  `CREATE TABLE webhook_recoveries (
+     endpoint_id    INTEGER PRIMARY KEY REFERENCES webhook_endpoints (id) ON DELETE CASCADE,
+     since          INTEGER NOT NULL,
+     until          INTEGER NOT NULL,
+     after_event_id INTEGER NOT NULL,
+     created_at     INTEGER NOT NULL
+   );
+   DROP INDEX webhook_deliveries_endpoint_due;
+   CREATE INDEX webhook_deliveries_endpoint_due ON webhook_deliveries (endpoint_id, next_attempt_at, event_id)
+     WHERE status = 'pending';`,
 ];
 
 /**

@@ -14,6 +14,8 @@ import type {
   EndpointTypes,
   NewWebhookEndpoint,
   PendingDeliveries,
+  RecoveryStart,
+  RecoveryWindow,
   WebhookAttempt,
   WebhookDelivery,
   WebhookDeliveryStatus,
@@ -160,7 +162,7 @@ function prepareDeliveryStatements(db: Database.Database) {
         `SELECT d.event_id, d.attempts, e.type, e.occurred_at, e.data, e.trace_context, d.next_trigger
          FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
          WHERE d.endpoint_id = ? AND d.status = 'pending' AND d.next_attempt_at <= ?
-         ORDER BY d.next_attempt_at LIMIT ?`,
+         ORDER BY d.next_attempt_at, d.event_id LIMIT ?`,
       )
       .raw(true)
       .safeIntegers(true),
@@ -234,6 +236,48 @@ function prepareDeliveryStatements(db: Database.Database) {
     skipFanOut: db.prepare(
       'UPDATE webhook_fanout SET last_event_id = (SELECT coalesce(max(id), 0) FROM events)',
     ),
+    anyRecovery: db.prepare<[], number>('SELECT 1 FROM webhook_recoveries LIMIT 1').pluck(),
+    recoveries: db
+      .prepare<
+        [],
+        {
+          endpoint_id: bigint;
+          status: WebhookEndpointStatus;
+          since: bigint;
+          until: bigint;
+          after_event_id: bigint;
+        }
+      >(
+        `SELECT r.endpoint_id, w.status, r.since, r.until, r.after_event_id
+         FROM webhook_recoveries r JOIN webhook_endpoints w ON w.id = r.endpoint_id`,
+      )
+      .safeIntegers(true),
+    // Through the (endpoint_id, status, event_id) index from the recovery's cursor, in event order.
+    recoverable: db
+      .prepare<[bigint, bigint, bigint, bigint, number], bigint>(
+        `SELECT d.event_id FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
+         WHERE d.endpoint_id = ? AND d.status = 'failed' AND d.event_id > ?
+           AND e.occurred_at >= ? AND e.occurred_at < ?
+         ORDER BY d.event_id LIMIT ?`,
+      )
+      .pluck()
+      .safeIntegers(true),
+    recovered: db.prepare<[{ at: number; endpointId: bigint; eventId: bigint }]>(
+      `UPDATE webhook_deliveries SET status = 'pending', next_trigger = 'recover', next_attempt_at = @at,
+         lease_until = NULL
+       WHERE endpoint_id = @endpointId AND event_id = @eventId AND status = 'failed'`,
+    ),
+    recoveredTo: db.prepare<[bigint, bigint]>(
+      'UPDATE webhook_recoveries SET after_event_id = ? WHERE endpoint_id = ?',
+    ),
+    // A delivery the recovery queued that is not attempted yet.
+    recovering: db
+      .prepare<[bigint], number>(
+        `SELECT 1 FROM webhook_deliveries
+         WHERE endpoint_id = ? AND status = 'pending' AND next_trigger = 'recover' LIMIT 1`,
+      )
+      .pluck(),
+    recoveryDone: db.prepare<[bigint]>('DELETE FROM webhook_recoveries WHERE endpoint_id = ?'),
     nextDue: db
       .prepare<[], bigint | null>(
         "SELECT min(next_attempt_at) FROM webhook_deliveries WHERE status = 'pending'",
@@ -411,6 +455,70 @@ export class SqliteWebhookStore implements WebhookStore {
       )
       .all(endpointId, eventId, afterNumber, limit)
       .map(toAttempt);
+  }
+
+  async startRecovery(endpointId: bigint, window: RecoveryWindow, at: Date): Promise<RecoveryStart> {
+    const started = this.#db
+      .transaction((): RecoveryStart => {
+        const status = this.#db
+          .prepare<[bigint], WebhookEndpointStatus>('SELECT status FROM webhook_endpoints WHERE id = ?')
+          .pluck()
+          .get(endpointId);
+        if (status === undefined) return { outcome: 'not_found' };
+        if (status === 'disabled') return { outcome: 'disabled' };
+        const running = this.#db
+          .prepare<[bigint], number>('SELECT 1 FROM webhook_recoveries WHERE endpoint_id = ?')
+          .pluck()
+          .get(endpointId);
+        if (running !== undefined) return { outcome: 'running' };
+        const queued = this.#db
+          .prepare<[bigint, number, number], number>(
+            `SELECT count(*) FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
+             WHERE d.endpoint_id = ? AND d.status = 'failed' AND e.occurred_at >= ? AND e.occurred_at < ?`,
+          )
+          .pluck()
+          .get(endpointId, window.since.getTime(), window.until.getTime()) as number;
+        if (queued > 0)
+          this.#db
+            .prepare<[bigint, number, number, number]>(
+              `INSERT INTO webhook_recoveries (endpoint_id, since, until, after_event_id, created_at)
+               VALUES (?, ?, ?, 0, ?)`,
+            )
+            .run(endpointId, window.since.getTime(), window.until.getTime(), at.getTime());
+        return { outcome: 'started', queued };
+      })
+      .immediate();
+    if (started.outcome === 'started' && started.queued > 0) this.#log.wake();
+    return started;
+  }
+
+  async recoverNext(now: Date, batch: number): Promise<number> {
+    // A read first: with no recovery under way (nearly always), no write transaction.
+    if (this.#sql.anyRecovery.get() === undefined) return 0;
+    const moved = this.#relaxed(() =>
+      this.#db
+        .transaction(() => {
+          let moved = 0;
+          for (const r of this.#sql.recoveries.all()) {
+            const ids =
+              r.status === 'enabled'
+                ? this.#sql.recoverable.all(r.endpoint_id, r.after_event_id, r.since, r.until, batch)
+                : [];
+            for (const eventId of ids)
+              this.#sql.recovered.run({ at: now.getTime(), endpointId: r.endpoint_id, eventId });
+            moved += ids.length;
+            const last = ids.at(-1);
+            if (last !== undefined) this.#sql.recoveredTo.run(last, r.endpoint_id);
+            // Every batch queued and each attempted, or the endpoint disabled: the recovery is over.
+            else if (r.status !== 'enabled' || this.#sql.recovering.get(r.endpoint_id) === undefined)
+              this.#sql.recoveryDone.run(r.endpoint_id);
+          }
+          return moved;
+        })
+        .immediate(),
+    );
+    if (moved > 0) this.#log.wake();
+    return moved;
   }
 
   async retryDelivery(endpointId: bigint, eventId: bigint, at: Date): Promise<WebhookDelivery | undefined> {
