@@ -12,7 +12,7 @@ import {
   type TestDatabase,
   test,
 } from '../support/backends.js';
-import { type ServeProcess, startServe, type TempDatabase, tempDatabase } from '../support/cli.js';
+import { poll, type ServeProcess, startServe, type TempDatabase, tempDatabase } from '../support/cli.js';
 import { queryDatabase } from '../support/db-inspect.js';
 import { assertError, assertErrorAnswer } from '../support/error-body.js';
 import { NEVER_MS, until } from '../support/eventually.js';
@@ -156,13 +156,17 @@ postgres.describe('a PostgreSQL that stalls, goes away and comes back', () => {
     const admin = new pg.Client({ connectionString: database.url });
     await admin.connect();
     try {
-      // Only this service's connections: other test files share the server.
-      const { rowCount } = await admin.query(
-        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-         WHERE application_name = $1 AND state = 'idle'`,
-        [APPLICATION_NAME],
-      );
-      assert.ok((rowCount ?? 0) >= 1, 'the service had idle connections to terminate');
+      // Only this service's connections: other test files share the server. A connection just given
+      // back to the pool may not show as idle yet: looked for until one does.
+      const terminated = await poll('an idle connection of the service to terminate', async () => {
+        const { rowCount } = await admin.query(
+          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+           WHERE application_name = $1 AND state = 'idle'`,
+          [APPLICATION_NAME],
+        );
+        return (rowCount ?? 0) >= 1 ? rowCount : undefined;
+      });
+      assert.ok((terminated ?? 0) >= 1, 'the service had idle connections to terminate');
     } finally {
       await admin.end();
     }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { backends, test } from '../support/backends.js';
+import { backends, cleanUpInReverse, test } from '../support/backends.js';
 import { poll } from '../support/cli.js';
 import { queryDatabase } from '../support/db-inspect.js';
 import { assertError } from '../support/error-body.js';
@@ -21,10 +21,12 @@ const count = async (url: string, sql: string) =>
 for (const backend of backends) {
   backend.describe(`serve --role (${backend.name})`, () => {
     test('when a --role api node takes creates, then it neither fans out nor attempts a delivery; a --role deliver node on the same database then delivers every event once, those committed while it runs too', async (t) => {
+      // Nodes close before the database they share is dropped (by the node that made it).
+      const later = cleanUpInReverse(t);
       const receiver = await WebhookReceiver.start();
-      t.after(() => receiver.close());
+      later(() => receiver.close());
       const api = await startTestServer({ backend, env: HOOKS, role: 'api' });
-      t.after(() => api.close());
+      later(() => api.close());
       const endpoint = await api.request('POST', '/v1/webhook-endpoints', {
         body: { url: receiver.url('/roles') },
       });
@@ -45,7 +47,7 @@ for (const backend of backends) {
       assert.doesNotMatch((await api.request('GET', '/metrics')).text, /^petstore_webhook_attempts_total\{/m);
 
       const deliver = await startTestServer({ database: api.database, env: HOOKS, role: 'deliver' });
-      t.after(() => deliver.close());
+      later(() => deliver.close());
       await receiver.waitFor(10, '/roles');
       const events = await queryDatabase<{ id: number | bigint }>(
         api.database.url,
@@ -75,15 +77,16 @@ for (const backend of backends) {
     });
 
     test('when an endpoint that always fails is disabled while two deliver nodes attempt its deliveries, then one webhook_endpoint.disabled event is recorded and delivered, its data the endpoint as GET shows it; enabled and answered, it is failing no more', async (t) => {
+      const later = cleanUpInReverse(t);
       const receiver = await WebhookReceiver.start();
-      t.after(() => receiver.close());
+      later(() => receiver.close());
       const env = {
         ...HOOKS,
         WEBHOOK_RETRY_SCHEDULE: Array(20).fill('200ms').join(','),
         WEBHOOK_DISABLE_AFTER: '1s',
       };
       const api = await startTestServer({ backend, env, role: 'api' });
-      t.after(() => api.close());
+      later(() => api.close());
       let failing = true;
       receiver.answer((request) =>
         request.path === '/failing' && failing ? { status: 503, body: 'down' } : { status: 204 },
@@ -106,9 +109,9 @@ for (const backend of backends) {
       for (let i = 0; i < 20; i++)
         await api.request('POST', '/v1/pets', { body: { name: `down ${i}`, categoryId: 1 } });
       const first = await startTestServer({ database: api.database, env, role: 'deliver' });
-      t.after(() => first.close());
+      later(() => first.close());
       const second = await startTestServer({ database: api.database, env, role: 'deliver' });
-      t.after(() => second.close());
+      later(() => second.close());
 
       const [notice] = await receiver.waitFor(1, '/watch');
       const body = await api.request('GET', `/v1/webhook-endpoints/${failingEndpoint.id}`);
@@ -149,15 +152,16 @@ for (const backend of backends) {
     });
 
     test('when an endpoint limited to 20 a second has 400 events waiting and two deliver nodes deliver them, then after the one burst a full bucket allows, no second sees more than 20, and every event arrives once', async (t) => {
+      const later = cleanUpInReverse(t);
       const receiver = await WebhookReceiver.start();
-      t.after(() => receiver.close());
+      later(() => receiver.close());
       const arrivals: number[] = [];
       receiver.answer(() => {
         arrivals.push(performance.now());
         return { status: 204 };
       });
       const api = await startTestServer({ backend, env: HOOKS, role: 'api' });
-      t.after(() => api.close());
+      later(() => api.close());
       const created = await api.request('POST', '/v1/webhook-endpoints', {
         body: { url: receiver.url('/throttled'), types: ['pet.created'], rateLimit: 20 },
       });
@@ -172,7 +176,7 @@ for (const backend of backends) {
         await startTestServer({ database: api.database, env: HOOKS, role: 'deliver' }),
         await startTestServer({ database: api.database, env: HOOKS, role: 'deliver' }),
       ];
-      for (const node of nodes) t.after(() => node.close());
+      for (const node of nodes) later(() => node.close());
 
       const received = await receiver.waitFor(400, '/throttled');
       const ids = new Set(received.map((r) => r.headers['webhook-id']));
@@ -208,8 +212,9 @@ for (const backend of backends) {
     });
 
     test('when a --role deliver node is asked for anything but /healthz, /readyz and /metrics, then it answers 404 not_found', async (t) => {
+      const later = cleanUpInReverse(t);
       const deliver = await startTestServer({ backend, role: 'deliver' });
-      t.after(() => deliver.close());
+      later(() => deliver.close());
       const health = await deliver.request('GET', '/healthz', { key: null });
       assert.equal(health.status, 200);
       assert.deepEqual(health.json(), { status: 'ok' });
