@@ -1,0 +1,98 @@
+/**
+ * Reading an event stream, the hand-written reader against the npm package eventsource-parser:
+ * `npx tsx bench/sse-parsers.ts [--megabytes 50] [--chunk 16384] [--rounds 5]`.
+ *
+ * The text is what the service's live stream sends (`id:`, `event:`, one `data:` line of an Event's
+ * JSON, a blank line, now and then a `: keep-alive` comment), encoded once and cut into chunks of
+ * --chunk bytes as a socket hands them over. Each round parses the whole of it with each reader in
+ * turn (bytes decoded as UTF-8 included, as each must do it), so that the machine's noise falls on
+ * both alike; the CPU time of this process (user + system) for each, the median over the rounds, and
+ * the ratio eventsource-parser / hand-written. A measurement, not a test: nothing is asserted; the
+ * figures are printed as one JSON line.
+ */
+import { parseArgs } from 'node:util';
+import { createParser } from 'eventsource-parser';
+import { ServerSentEventParser } from '../packages/client/src/server-sent-events.js';
+import { median } from './rounds.js';
+
+const { values: args } = parseArgs({
+  options: {
+    megabytes: { type: 'string', default: '50' },
+    chunk: { type: 'string', default: '16384' },
+    rounds: { type: 'string', default: '5' },
+  },
+});
+const BYTES = Number(args.megabytes) * 1024 * 1024;
+const CHUNK = Number(args.chunk);
+const ROUNDS = Number(args.rounds);
+
+/** The service's messages, one after the other, until BYTES. */
+function streamText(): Uint8Array {
+  const parts: string[] = ['retry: 2000\n\n'];
+  let length = 0;
+  for (let id = 1; length < BYTES; id++) {
+    const type = id % 3 === 0 ? 'order.placed' : 'pet.created';
+    const data = JSON.stringify({
+      id,
+      type,
+      occurredAt: '2026-12-06T17:41:07.123Z',
+      data: { id: id * 7, name: `Réx ${id}`, categoryId: 1, status: 'available', tags: ['dog', 'brown'] },
+    });
+    const message = `id: ${id}\nevent: ${type}\ndata: ${data}\n\n${id % 50 === 0 ? ': keep-alive\n\n' : ''}`;
+    parts.push(message);
+    length += message.length;
+  }
+  return new TextEncoder().encode(parts.join(''));
+}
+
+const bytes = streamText();
+const chunks: Uint8Array[] = [];
+for (let at = 0; at < bytes.length; at += CHUNK) chunks.push(bytes.subarray(at, at + CHUNK));
+
+/** CPU microseconds (user + system) `run` takes, and what it counted. */
+function measure(run: () => number): { cpuMicros: number; events: number } {
+  const before = process.cpuUsage();
+  const events = run();
+  const spent = process.cpuUsage(before);
+  return { cpuMicros: spent.user + spent.system, events };
+}
+
+const readers: Record<string, () => number> = {
+  handWritten: () => {
+    let events = 0;
+    const parser = new ServerSentEventParser({ event: () => void events++ });
+    for (const chunk of chunks) parser.push(chunk);
+    return events;
+  },
+  eventsourceParser: () => {
+    let events = 0;
+    const decoder = new TextDecoder('utf-8');
+    const parser = createParser({ onEvent: () => void events++ });
+    for (const chunk of chunks) parser.feed(decoder.decode(chunk, { stream: true }));
+    return events;
+  },
+};
+
+// One pass each first, unmeasured: both compiled by V8 before the rounds.
+for (const run of Object.values(readers)) run();
+const cpu: Record<string, number[]> = Object.fromEntries(Object.keys(readers).map((name) => [name, []]));
+let events = 0;
+for (let round = 0; round < ROUNDS; round++)
+  for (const [name, run] of Object.entries(readers)) {
+    const result = measure(run);
+    cpu[name]?.push(result.cpuMicros);
+    events = result.events;
+  }
+const medians = Object.fromEntries(Object.entries(cpu).map(([name, values]) => [name, median(values)]));
+const ms = (micros: number) => Math.round(micros / 100) / 10;
+console.log(
+  JSON.stringify({
+    megabytes: Math.round(bytes.length / 1024 / 102.4) / 10,
+    chunkBytes: CHUNK,
+    events,
+    rounds: ROUNDS,
+    cpuMs: Object.fromEntries(Object.entries(medians).map(([name, value]) => [name, ms(value)])),
+    ratio:
+      Math.round(((medians.eventsourceParser as number) / (medians.handWritten as number)) * 1000) / 1000,
+  }),
+);
