@@ -158,7 +158,7 @@ interface Forwarding extends ListenOptions {
  */
 async function forwardEvents({ forwardTo, apiUrl, key, types, secret, io, signal }: Forwarding) {
   // Loaded here: `petstore --help` and the other commands start without undici or the client.
-  const [{ PetstoreClient, PetstoreError, toJson }, { WebhookSender }, { webhookHeaders }, network] =
+  const [{ PetstoreClient, PetstoreError }, { WebhookSender }, { webhookHeaders }, network] =
     await Promise.all([
       import('@animal-store/client'),
       import('../webhooks/sender.js'),
@@ -190,15 +190,14 @@ async function forwardEvents({ forwardTo, apiUrl, key, types, secret, io, signal
     io.stderr.write(`${line}\n`);
   };
   try {
-    for await (const event of client.streamEvents({
+    for await (const { event, json: body } of client.streamEventMessages({
       types: types as EventType[],
       after: 'now',
       signal,
       onStatus,
     })) {
+      // The body of a real delivery: the Event as the stream (and getEvent) sent it, byte for byte.
       const id = String(event.id);
-      // The body of a real delivery: the Event as getEvent sends it (int64 values exact).
-      const body = toJson(event);
       const timestamp = Math.floor(Date.now() / 1000);
       const result = await sender.send(0n, forwardTo, webhookHeaders([secret], id, timestamp, body), body);
       io.stdout.write(`${new Date().toISOString()}  ${event.type.padEnd(15)}  ${id}  ${outcome(result)}\n`);

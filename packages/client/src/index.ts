@@ -151,6 +151,12 @@ export interface StreamEventsOptions {
   onStatus?: (status: StreamStatus) => void;
 }
 
+/** An event of the live stream, and its JSON exactly as the service sent it (streamEventMessages). */
+export interface StreamedEvent {
+  event: Event;
+  json: string;
+}
+
 /**
  * What `streamEvents` tells `onStatus`. `ready`: the first stream's first message arrived, and events
  * come after `after` (with `after: 'now'`, the newest event's id then). `waiting`: the stream is opened
@@ -576,12 +582,20 @@ export class PetstoreClient {
    * `onStatus` is told of each wait. Ends when `signal` aborts; throws a PetstoreError for any other
    * refusal (a key without `events:read`) or an answer that is not an event stream.
    */
-  async *streamEvents({
+  async *streamEvents(options: StreamEventsOptions = {}): AsyncGenerator<Event> {
+    for await (const { event } of this.streamEventMessages(options)) yield event;
+  }
+
+  /**
+   * streamEvents, each event with its `json`: the Event as the service sent it, byte for byte (as
+   * getEvent's body and a webhook delivery's body are), for a program that passes it on unchanged.
+   */
+  async *streamEventMessages({
     types = [],
     after,
     signal,
     onStatus,
-  }: StreamEventsOptions = {}): AsyncGenerator<Event> {
+  }: StreamEventsOptions = {}): AsyncGenerator<StreamedEvent> {
     let last = after === undefined || after === 'now' ? undefined : BigInt(after);
     let ready = false;
     let retryMs = STREAM_RETRY_MS;
@@ -628,11 +642,10 @@ export class PetstoreClient {
           { requestId: headers['x-request-id'], body: text.slice(0, BODY_START_CHARACTERS) },
         );
       }
-      const events: Event[] = [];
+      const events: StreamedEvent[] = [];
       const parser = new ServerSentEventParser({
         event: (message) => {
-          const event = parseExact<Event>(message.data);
-          events.push(event);
+          events.push({ event: parseExact<Event>(message.data), json: message.data });
         },
         retry: (ms) => {
           retryMs = ms;
@@ -645,15 +658,18 @@ export class PetstoreClient {
             // The stream's first message: from `now`, it says where now is (the id it starts after).
             ready = true;
             if (last === undefined && after === 'now')
-              last = events.length > 0 ? BigInt((events[0] as Event).id) - 1n : BigInt(parser.lastEventId);
+              last =
+                events.length > 0
+                  ? BigInt((events[0] as StreamedEvent).event.id) - 1n
+                  : BigInt(parser.lastEventId);
             onStatus?.({ state: 'ready', after: last ?? 0n });
           }
-          for (const event of events.splice(0)) {
-            const id = BigInt(event.id);
+          for (const streamed of events.splice(0)) {
+            const id = BigInt(streamed.event.id);
             // Resumed with Last-Event-ID, the stream starts after it; a repeat is skipped all the same.
             if (last !== undefined && id <= last) continue;
             last = id;
-            yield event;
+            yield streamed;
           }
         }
         // The stream ended or broke: open it again after the wait the service asked for.
