@@ -22,10 +22,14 @@ ENV npm_config_nodedir=/usr/local
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY packages/better-sqlite3-node20/package.json packages/better-sqlite3-node20/index.cjs packages/better-sqlite3-node20/
+# The client (an npm workspace): `petstore listen` follows the live stream with it.
+COPY packages/client/package.json packages/client/
 # Dependencies first, in a layer of their own that a source change does not invalidate. Scripts run in
 # the rebuild, once the tree is complete (the project's own prepare would build before src/ is here).
 RUN npm ci --ignore-scripts --no-audit --no-fund && npm rebuild
 COPY tsconfig.json tsconfig.build.json ./
+COPY packages/client/tsconfig.json packages/client/
+COPY packages/client/src/ packages/client/src/
 COPY src/ src/
 # The console (/console), bundled by the build's last step.
 COPY console/ console/

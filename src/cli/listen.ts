@@ -11,16 +11,14 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import type { EventType, StreamStatus } from '@animal-store/client';
 import { Command, InvalidArgumentError } from 'commander';
 import { isEventType } from '../domain/events.js';
 import type { CliIo } from './io.js';
-import { ServerSentEventParser } from './server-sent-events.js';
 
 /** Where the secret is kept, in the folder `listen` runs in: a receiver configured once keeps working. */
 export const LISTEN_SECRET_FILE = '.petstore/listen-secret';
 const DEFAULT_API_URL = 'http://127.0.0.1:3000/v1';
-/** Until the service says otherwise (`retry:`), how long to wait before opening a broken stream again. */
-const RETRY_MS = 2_000;
 /** How long the receiver has to answer, as a real delivery's WEBHOOK_TIMEOUT_MS default. */
 const FORWARD_TIMEOUT_MS = 10_000;
 
@@ -154,107 +152,61 @@ interface Forwarding extends ListenOptions {
   signal: AbortSignal;
 }
 
-/** A wait that an abort cuts short. */
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
-
+/**
+ * The client's live stream (streamEvents, from now on), each event POSTed to the receiver as it comes;
+ * what the stream does between events (a break, a wait, a refusal it retries) on standard error.
+ */
 async function forwardEvents({ forwardTo, apiUrl, key, types, secret, io, signal }: Forwarding) {
-  // Loaded here: `petstore --help` and the other commands start without undici.
-  const [{ WebhookSender }, { webhookHeaders }, { NetworkPolicy, parseNetworks }] = await Promise.all([
-    import('../webhooks/sender.js'),
-    import('../webhooks/signature.js'),
-    import('../domain/network-policy.js'),
-  ]);
+  // Loaded here: `petstore --help` and the other commands start without undici or the client.
+  const [{ PetstoreClient, PetstoreError }, { WebhookSender }, { webhookHeaders }, network] =
+    await Promise.all([
+      import('@animal-store/client'),
+      import('../webhooks/sender.js'),
+      import('../webhooks/signature.js'),
+      import('../domain/network-policy.js'),
+    ]);
   // The receiver is on this machine, which a real delivery would refuse: here every address is allowed.
-  const sender = new WebhookSender(new NetworkPolicy(parseNetworks('0.0.0.0/0,::/0')), {
+  const sender = new WebhookSender(new network.NetworkPolicy(network.parseNetworks('0.0.0.0/0,::/0')), {
     timeoutMs: FORWARD_TIMEOUT_MS,
     connectionsPerEndpoint: 1,
   });
   const api = apiUrl.replace(/\/$/, '');
-  const authorization = `Bearer ${key}`;
-  const refused = async (response: Response) =>
-    new Error(`${api}/events answered ${response.status}: ${(await response.text()).slice(0, 300)}`);
+  const client = new PetstoreClient({ baseUrl: api, apiKey: key });
+  const onStatus = (status: StreamStatus) => {
+    if (status.state === 'ready') {
+      io.stdout.write(
+        `Ready: forwarding events to ${forwardTo}, signed with ${secret} (kept in ${LISTEN_SECRET_FILE})\n`,
+      );
+      return;
+    }
+    const seconds = status.waitMs / 1000;
+    const resume = `reconnecting in ${seconds} s, after event ${status.after ?? 'now'}`;
+    const line = {
+      unreachable: `cannot reach ${api}: ${describe(status.error)}; trying again in ${seconds} s`,
+      refused: `${api}/events answered ${status.status}; trying again in ${seconds} s`,
+      ended: `the stream ended; ${resume}`,
+      broke: `the stream broke (${describe(status.error)}); ${resume}`,
+    }[status.reason];
+    io.stderr.write(`${line}\n`);
+  };
   try {
-    // The newest event's id once the first stream has said it (`after=now`): from then on, the last
-    // event forwarded, which a reconnect resumes after.
-    let last: bigint | undefined;
-    let retryMs = RETRY_MS;
-    const query = new URLSearchParams(types.map((type): [string, string] => ['type', type]));
-    while (!signal.aborted) {
-      query.set('after', last === undefined ? 'now' : String(last));
-      const headers: Record<string, string> = { accept: 'text/event-stream', authorization };
-      if (last !== undefined) headers['last-event-id'] = String(last);
-      let response: Response;
-      try {
-        response = await fetch(`${api}/events?${query}`, { headers, signal });
-      } catch (error) {
-        if (signal.aborted) break;
-        io.stderr.write(`cannot reach ${api}: ${describe(error)}; trying again in ${retryMs / 1000} s\n`);
-        await pause(retryMs, signal);
-        continue;
-      }
-      if (response.status === 429 || response.status >= 500) {
-        await response.body?.cancel();
-        io.stderr.write(`${api}/events answered ${response.status}; trying again in ${retryMs / 1000} s\n`);
-        await pause(retryMs, signal);
-        continue;
-      }
-      if (!response.ok) throw await refused(response);
-      const arrived: { id: bigint; type: string; body: string }[] = [];
-      const parser = new ServerSentEventParser({
-        event: ({ type, data, lastEventId }) => arrived.push({ id: BigInt(lastEventId), type, body: data }),
-        retry: (ms) => {
-          retryMs = ms;
-        },
-      });
-      try {
-        for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
-          parser.push(chunk);
-          if (last === undefined && parser.lastEventId !== '') {
-            // The stream's first message: where "now" is. Forwarding starts from here.
-            last = arrived.length > 0 ? (arrived[0] as { id: bigint }).id - 1n : BigInt(parser.lastEventId);
-            io.stdout.write(
-              `Ready: forwarding events to ${forwardTo}, signed with ${secret} (kept in ${LISTEN_SECRET_FILE})\n`,
-            );
-          }
-          for (const event of arrived.splice(0)) {
-            if (last !== undefined && event.id <= last) continue; // already forwarded before a break
-            const id = String(event.id);
-            const timestamp = Math.floor(Date.now() / 1000);
-            const result = await sender.send(
-              0n,
-              forwardTo,
-              webhookHeaders([secret], id, timestamp, event.body),
-              event.body,
-            );
-            last = event.id;
-            io.stdout.write(
-              `${new Date().toISOString()}  ${event.type.padEnd(15)}  ${id}  ${outcome(result)}\n`,
-            );
-          }
-        }
-        io.stderr.write(
-          `the stream ended; reconnecting in ${retryMs / 1000} s, after event ${last ?? 'now'}\n`,
-        );
-      } catch (error) {
-        if (signal.aborted) break;
-        io.stderr.write(
-          `the stream broke (${describe(error)}); reconnecting in ${retryMs / 1000} s, after event ${last ?? 'now'}\n`,
-        );
-      }
-      await pause(retryMs, signal);
+    for await (const { event, json: body } of client.streamEventMessages({
+      types: types as EventType[],
+      after: 'now',
+      signal,
+      onStatus,
+    })) {
+      // The body of a real delivery: the Event as the stream (and getEvent) sent it, byte for byte.
+      const id = String(event.id);
+      const timestamp = Math.floor(Date.now() / 1000);
+      const result = await sender.send(0n, forwardTo, webhookHeaders([secret], id, timestamp, body), body);
+      io.stdout.write(`${new Date().toISOString()}  ${event.type.padEnd(15)}  ${id}  ${outcome(result)}\n`);
     }
   } catch (error) {
-    if (!signal.aborted) throw error;
+    if (signal.aborted) return;
+    if (error instanceof PetstoreError)
+      throw new Error(`${api}/events answered ${error.status}: ${error.message}`, { cause: error });
+    throw error;
   } finally {
     await sender.destroy();
   }

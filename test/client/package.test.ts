@@ -82,11 +82,12 @@ describe('the client package, installed into an empty project', () => {
     assert.equal(printed.trim().split('\n').at(-1), expected[0]);
   });
 
-  test("when it is installed, then the project holds the client and its three dependencies (with theirs), none of the server's", () => {
+  test("when it is installed, then the project holds the client and its four dependencies (with theirs), none of the server's", () => {
     const installed = readdirSync(join(app, 'node_modules')).filter((name) => !name.startsWith('.'));
     assert.deepEqual(installed.sort(), [
       '@animal-store',
       '@stablelib',
+      'eventsource-parser',
       'fast-sha256',
       'lossless-json',
       'openapi-fetch',

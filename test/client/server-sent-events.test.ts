@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import {
@@ -79,11 +78,6 @@ test('when a stream is cut into chunks anywhere, even inside a UTF-8 character, 
     }),
     { numRuns: propertyRuns(200) },
   );
-});
-
-test('when the command line and the client each carry the reader, then the two files are the same', () => {
-  const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
-  assert.equal(read('src/cli/server-sent-events.ts'), read('packages/client/src/server-sent-events.ts'));
 });
 
 test('when a service sends a line that never ends, or data lines with no blank line, then the reader throws once past MAX_MESSAGE_CHARS instead of holding more; a message just under it is read', () => {

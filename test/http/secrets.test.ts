@@ -25,7 +25,7 @@ import { queryDatabase } from '../support/db-inspect.js';
  * - the api_keys rows, read straight from the database, hold SHA-256 hashes and never a secret;
  * - every response carries X-Content-Type-Options: nosniff and no Server/X-Powered-By fingerprint;
  * - the 500s reveal nothing of the service's insides.
- * (test/cli/cli.test.ts covers the info-level log of a run; test/http/errors.test.ts the 500s of a
+ * (test/cli/serve.test.ts covers the info-level log of a run; test/http/errors.test.ts the 500s of a
  * closed database connection.)
  */
 

@@ -140,11 +140,42 @@ export interface PetstoreClientOptions {
 export interface StreamEventsOptions {
   /** Only events of these types (all when absent). */
   types?: readonly EventType[];
-  /** Only events with a greater id: the id of the last event processed (from the first when absent). */
-  after?: number | bigint;
+  /**
+   * Only events with a greater id: the id of the last event processed (from the first when absent);
+   * `'now'`: only those that commit from now on (the stream's first message says where now is).
+   */
+  after?: number | bigint | 'now';
   /** Ends the iteration (without an error) when aborted. */
   signal?: AbortSignal;
+  /** Told what the stream does between events (a log line's matter): see StreamStatus. */
+  onStatus?: (status: StreamStatus) => void;
 }
+
+/** An event of the live stream, and its JSON exactly as the service sent it (streamEventMessages). */
+export interface StreamedEvent {
+  event: Event;
+  json: string;
+}
+
+/**
+ * What `streamEvents` tells `onStatus`. `ready`: the first stream's first message arrived, and events
+ * come after `after` (with `after: 'now'`, the newest event's id then). `waiting`: the stream is opened
+ * again after `waitMs`, since the service could not be reached (`unreachable`, with the `error`),
+ * answered `429`, `503` or another `5xx` (`refused`, with the `status`; the wait is its Retry-After
+ * when it gives one), closed the stream (`ended`) or it broke (`broke`, with the `error`: a connection
+ * cut, a line or message over a MiB); it resumes after `after`, the last event yielded (undefined
+ * while none was and `after` was `'now'` or absent).
+ */
+export type StreamStatus =
+  | { state: 'ready'; after: bigint }
+  | {
+      state: 'waiting';
+      reason: 'unreachable' | 'refused' | 'ended' | 'broke';
+      waitMs: number;
+      after: bigint | undefined;
+      status?: number;
+      error?: unknown;
+    };
 
 export interface CreatePetOptions {
   /**
@@ -547,16 +578,37 @@ export class PetstoreClient {
    * it commits, in ascending id order. A stream that breaks (the node restarts, the connection drops,
    * the service closed it because it was read too slowly) is opened again after the `retry:` the service
    * asked for, with `Last-Event-ID`, so every event is yielded exactly once however often it breaks; a
-   * `429`, `503` or `5xx` is tried again the same way (after its Retry-After when it gives one). Ends
-   * when `signal` aborts; throws a PetstoreError for any other refusal (a key without `events:read`).
+   * `429`, `503` or `5xx` is tried again the same way (after its Retry-After when it gives one), and
+   * `onStatus` is told of each wait. Ends when `signal` aborts; throws a PetstoreError for any other
+   * refusal (a key without `events:read`) or an answer that is not an event stream.
    */
-  async *streamEvents({ types = [], after, signal }: StreamEventsOptions = {}): AsyncGenerator<Event> {
-    let last = after === undefined ? undefined : BigInt(after);
+  async *streamEvents(options: StreamEventsOptions = {}): AsyncGenerator<Event> {
+    for await (const { event } of this.streamEventMessages(options)) yield event;
+  }
+
+  /**
+   * streamEvents, each event with its `json`: the Event as the service sent it, byte for byte (as
+   * getEvent's body and a webhook delivery's body are), for a program that passes it on unchanged.
+   */
+  async *streamEventMessages({
+    types = [],
+    after,
+    signal,
+    onStatus,
+  }: StreamEventsOptions = {}): AsyncGenerator<StreamedEvent> {
+    let last = after === undefined || after === 'now' ? undefined : BigInt(after);
+    let ready = false;
     let retryMs = STREAM_RETRY_MS;
-    const query = new URLSearchParams(types.map((type): [string, string] => ['type', type]));
-    if (last !== undefined) query.set('after', String(last));
-    const url = `${this.#baseUrl}/events${query.size > 0 ? `?${query}` : ''}`;
+    const wait = async (reason: 'unreachable' | 'refused' | 'ended' | 'broke', waitMs: number, more = {}) => {
+      onStatus?.({ state: 'waiting', reason, waitMs, after: last, ...more });
+      await pause(waitMs, signal);
+    };
     while (!signal?.aborted) {
+      // Resumed, the stream starts after the last event yielded (Last-Event-ID says so too, and wins).
+      const query = new URLSearchParams(types.map((type): [string, string] => ['type', type]));
+      const from = last ?? (after === 'now' ? 'now' : undefined);
+      if (from !== undefined) query.set('after', String(from));
+      const url = `${this.#baseUrl}/events${query.size > 0 ? `?${query}` : ''}`;
       const headers: Record<string, string> = {
         accept: 'text/event-stream',
         authorization: this.#authorization,
@@ -566,14 +618,16 @@ export class PetstoreClient {
       let response: Response;
       try {
         response = await this.#fetch(url, { headers, ...(signal ? { signal } : {}) });
-      } catch {
+      } catch (error) {
         if (signal?.aborted) return;
-        await pause(retryMs, signal);
+        await wait('unreachable', retryMs, { error });
         continue;
       }
       if (response.status === 429 || response.status >= 500) {
         await response.body?.cancel();
-        await pause(retryAfterMs(response.headers.get('retry-after')) ?? retryMs, signal);
+        await wait('refused', retryAfterMs(response.headers.get('retry-after')) ?? retryMs, {
+          status: response.status,
+        });
         continue;
       }
       if (!response.ok || !response.headers.get('content-type')?.startsWith('text/event-stream')) {
@@ -588,11 +642,10 @@ export class PetstoreClient {
           { requestId: headers['x-request-id'], body: text.slice(0, BODY_START_CHARACTERS) },
         );
       }
-      const events: Event[] = [];
+      const events: StreamedEvent[] = [];
       const parser = new ServerSentEventParser({
         event: (message) => {
-          const event = parseExact<Event>(message.data);
-          events.push(event);
+          events.push({ event: parseExact<Event>(message.data), json: message.data });
         },
         retry: (ms) => {
           retryMs = ms;
@@ -601,19 +654,31 @@ export class PetstoreClient {
       try {
         for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
           parser.push(chunk);
-          for (const event of events.splice(0)) {
-            const id = BigInt(event.id);
+          if (!ready && parser.lastEventId !== '') {
+            // The stream's first message: from `now`, it says where now is (the id it starts after).
+            ready = true;
+            if (last === undefined && after === 'now')
+              last =
+                events.length > 0
+                  ? BigInt((events[0] as StreamedEvent).event.id) - 1n
+                  : BigInt(parser.lastEventId);
+            onStatus?.({ state: 'ready', after: last ?? 0n });
+          }
+          for (const streamed of events.splice(0)) {
+            const id = BigInt(streamed.event.id);
             // Resumed with Last-Event-ID, the stream starts after it; a repeat is skipped all the same.
             if (last !== undefined && id <= last) continue;
             last = id;
-            yield event;
+            yield streamed;
           }
         }
-      } catch {
+        // The stream ended or broke: open it again after the wait the service asked for.
         if (signal?.aborted) return;
+        await wait('ended', retryMs);
+      } catch (error) {
+        if (signal?.aborted) return;
+        await wait('broke', retryMs, { error });
       }
-      // The stream ended or broke: open it again after the wait the service asked for.
-      await pause(retryMs, signal);
     }
   }
 

@@ -1,12 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
-import { IdempotencyKeyReusedError } from '../../domain/errors.js';
 import { DEFAULT_PAGE_SIZE, idSet } from '../../domain/paging.js';
 import type { StoreOrders } from '../../domain/store-orders.js';
-import { ContentEncodingHeader } from '../content-coding.js';
 import { ApiError } from '../errors.js';
-import { IdempotencyKeyHeaders, idempotencyKeyOf } from '../idempotency.js';
+import {
+  IdempotentCreateHeaders,
+  idempotentCreateResponses,
+  requestIdempotencyKey,
+  sendCreated,
+} from '../idempotent-create.js';
 import { type Links, linkHeader } from '../links.js';
 import { ref } from '../schemas/common.js';
 import { ListOrdersQuery, NewOrder, Order, OrderIdParams, Orders } from '../schemas/order.js';
@@ -87,21 +90,13 @@ const routes: FastifyPluginAsyncTypebox<OrderRoutesOptions> = async (app, { orde
           'becomes `pending`. Of concurrent orders for one animal, on one node or many, exactly one is `201`; ' +
           'every other is `409`. An animal that does not exist is a `400` naming `petId`.',
         tags: TAGS,
-        headers: Type.Object(
-          { ...IdempotencyKeyHeaders.properties, 'content-encoding': ContentEncodingHeader },
-          { additionalProperties: true },
-        ),
+        headers: IdempotentCreateHeaders,
         body: ref(NewOrder),
         response: {
-          201: response(
+          ...idempotentCreateResponses(
             'Order placed, or (with a reused `Idempotency-Key`) the order first placed',
             ref(Order),
-            {
-              Location: Type.String({ description: 'Address of the new order.' }),
-              'Idempotent-Replayed': Type.String({
-                description: '`true` when this is the stored answer to an earlier request with the same key.',
-              }),
-            },
+            'order',
           ),
           400: invalid(
             'Body missing `petId`, or containing an invalid value or unknown properties; no animal has this ' +
@@ -111,23 +106,18 @@ const routes: FastifyPluginAsyncTypebox<OrderRoutesOptions> = async (app, { orde
           409: errorResponse('The animal is not `available` (it is `pending` or `sold`)', {
             conflict: 'the animal is pending; only an available animal can be ordered',
           }),
-          422: errorResponse('The `Idempotency-Key` was already used with a different body', {
-            idempotency_key_reused: new IdempotencyKeyReusedError().message,
-          }),
           default: otherErrors('GET, HEAD, POST'),
           ...BODY_ERRORS,
         },
       },
     },
     async (request, reply) => {
-      const key = request.headers['idempotency-key'];
       const { order, replayed } = await orders.place({
         caller: request.apiKeyHash,
         order: request.body,
-        idempotencyKey: key === undefined ? undefined : idempotencyKeyOf(key),
+        idempotencyKey: requestIdempotencyKey(request.headers),
       });
-      if (replayed) reply.header('Idempotent-Replayed', 'true');
-      return reply.code(201).header('Location', links.order(order.id)).send(order);
+      return sendCreated(reply, links.order(order.id), order, replayed);
     },
   );
 

@@ -2,12 +2,15 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import { GET_PET_DEPRECATED_AT, GET_PET_SUNSET, isRetired } from '../../domain/deprecation.js';
-import { IdempotencyKeyReusedError } from '../../domain/errors.js';
 import { DEFAULT_PAGE_SIZE, idSet } from '../../domain/paging.js';
 import type { PetCatalog } from '../../domain/pet-catalog.js';
-import { ContentEncodingHeader } from '../content-coding.js';
 import { ApiError } from '../errors.js';
-import { IdempotencyKeyHeaders, idempotencyKeyOf } from '../idempotency.js';
+import {
+  IdempotentCreateHeaders,
+  idempotentCreateResponses,
+  requestIdempotencyKey,
+  sendCreated,
+} from '../idempotent-create.js';
 import { type Links, linkHeader } from '../links.js';
 import { ref } from '../schemas/common.js';
 import { ListPetsQuery, NewPet, Pet, PetIdParams, Pets } from '../schemas/pet.js';
@@ -89,44 +92,30 @@ const routes: FastifyPluginAsyncTypebox<PetRoutesOptions> = async (app, { catalo
           'JSON types are strict (nothing is coerced), integers must be integer literals, and any property ' +
           'not in NewPet is refused.',
         tags: ['pets'],
-        headers: Type.Object(
-          { ...IdempotencyKeyHeaders.properties, 'content-encoding': ContentEncodingHeader },
-          { additionalProperties: true },
-        ),
+        headers: IdempotentCreateHeaders,
         body: ref(NewPet),
         response: {
-          201: response(
+          ...idempotentCreateResponses(
             'Animal added, or (with a reused `Idempotency-Key`) the animal first added',
             ref(Pet),
-            {
-              Location: Type.String({ description: 'Address of the new animal.' }),
-              'Idempotent-Replayed': Type.String({
-                description: '`true` when this is the stored answer to an earlier request with the same key.',
-              }),
-            },
+            'animal',
           ),
           400: invalid(
             'Body missing required fields, or containing invalid values or unknown properties; or a malformed `Idempotency-Key`',
             'categoryId must be an integer',
           ),
-          422: errorResponse('The `Idempotency-Key` was already used with a different body', {
-            idempotency_key_reused: new IdempotencyKeyReusedError().message,
-          }),
           default: otherErrors('GET, HEAD, POST'),
           ...BODY_ERRORS,
         },
       },
     },
     async (request, reply) => {
-      const key = request.headers['idempotency-key'];
       const { pet, replayed } = await catalog.create({
         caller: request.apiKeyHash,
         pet: request.body,
-        idempotencyKey: key === undefined ? undefined : idempotencyKeyOf(key),
+        idempotencyKey: requestIdempotencyKey(request.headers),
       });
-      // Stripe's header: lets a client (and its logs) tell the stored answer from a new creation.
-      if (replayed) reply.header('Idempotent-Replayed', 'true');
-      return reply.code(201).header('Location', links.pet(pet.id)).send(pet);
+      return sendCreated(reply, links.pet(pet.id), pet, replayed);
     },
   );
 

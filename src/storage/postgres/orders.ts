@@ -17,6 +17,7 @@ import type {
   SettledOrder,
 } from '../../domain/storage.js';
 import { CreateBatcher } from '../create-batcher.js';
+import { Refusal } from '../order-refusal.js';
 import { countRows } from './count.js';
 import { appendEvents } from './events.js';
 import type { PostgresIdempotencyKeys } from './idempotency.js';
@@ -138,11 +139,6 @@ function pageQuery({ afterId, status, petId, ids, limit }: OrderListQuery): pg.Q
   };
 }
 
-/** Thrown inside a placement's transaction to roll it back (a claimed key included) when it is refused. */
-class Refusal {
-  constructor(readonly outcome: PlacedOrder) {}
-}
-
 /**
  * Orders on PostgreSQL, for any number of nodes, in READ COMMITTED transactions.
  *
@@ -213,9 +209,7 @@ export class PostgresOrderStore implements OrderStore {
     if ((await client.query(ORDER_SQL.takePet(petId))).rowCount === 0) {
       const { rows } = await client.query<{ status: PetStatus }>(ORDER_SQL.petStatus(petId));
       const petStatus = rows[0]?.status;
-      throw new Refusal(
-        petStatus === undefined ? { outcome: 'unknown_pet' } : { outcome: 'pet_not_available', petStatus },
-      );
+      throw Refusal.petNotTaken(petStatus);
     }
     const { rows } = await client.query<{ id: bigint }>(ORDER_SQL.insert(petId, at));
     const id = (rows[0] as { id: bigint }).id;

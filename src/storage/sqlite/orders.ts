@@ -17,6 +17,7 @@ import type {
   SettledOrder,
 } from '../../domain/storage.js';
 import { CreateBatcher } from '../create-batcher.js';
+import { Refusal } from '../order-refusal.js';
 import type { SqliteEventLog } from './events.js';
 import type { SqliteIdempotencyKeys } from './idempotency.js';
 
@@ -38,11 +39,6 @@ type OrderWrite =
 type WriteOutcome = PlacedOrder | SettledOrder;
 /** Each write's own outcome, or its own failure: one failing write does not fail the others of its batch. */
 type WriteResult = { outcome: WriteOutcome } | { error: unknown };
-
-/** Thrown inside a write's savepoint to undo what it did (a claimed key) when it is refused. */
-class Refusal {
-  constructor(readonly outcome: PlacedOrder) {}
-}
 
 /**
  * Orders on SQLite. Every write runs inside an IMMEDIATE transaction: the write lock is taken before
@@ -128,9 +124,7 @@ export class SqliteOrderStore implements OrderStore {
     // The animal moves only from available: if it did not, nothing is stored.
     if (this.#takePet.run(petId).changes === 0) {
       const petStatus = this.#petStatus.get(petId);
-      throw new Refusal(
-        petStatus === undefined ? { outcome: 'unknown_pet' } : { outcome: 'pet_not_available', petStatus },
-      );
+      throw Refusal.petNotTaken(petStatus);
     }
     const id = this.#insert.get(petId, 'placed', at.getTime()) as bigint;
     if (idempotency) this.#idempotency.attach(idempotency, id);

@@ -1,40 +1,39 @@
 import assert from 'node:assert/strict';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, type TestContext, test } from 'node:test';
 import { isDeepStrictEqual } from 'node:util';
-import { describeConfig } from '../../src/config/config.js';
 import { firstKeyMessage } from '../../src/server.js';
-import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
-import { SQLITE_MIGRATIONS } from '../../src/storage/sqlite/migrations.js';
-import { VERSION } from '../../src/version.js';
 import {
-  type CliResult,
   jsonLines,
   killAllCliProcesses,
-  migratedTempDatabase,
   oneLineFailure,
   poll,
   runCli,
   runInProcess,
   type ServeProcess,
   startServe,
-  type TempDatabase,
-  tempDatabase,
 } from '../support/cli.js';
+import {
+  createKey,
+  database,
+  integrityCheck,
+  KEY,
+  listKeys,
+  newDatabase,
+  PACKAGE_VERSION,
+} from '../support/cli-commands.js';
 import { freePort } from '../support/free-port.js';
 
-/** A key as `keys create` and the first start print it: the prefix and 32 random bytes, base64url. */
-const KEY = /^pst_[A-Za-z0-9_-]{43}$/;
+/** `petstore serve`: its configuration errors, its first start, its logs, its shutdown, its durability. */
+
+after(() => killAllCliProcesses());
+
 /** A key supplied through PETSTORE_API_KEYS. */
 const ENV_KEY = 'env-key-0123456789abcdef';
-/** The version package.json gives, which the executable reports. */
-const PACKAGE_VERSION: string = JSON.parse(
-  readFileSync(new URL('../../package.json', import.meta.url), 'utf8'),
-).version;
 
 interface Pet {
   id: number;
@@ -43,60 +42,11 @@ interface Pet {
   status: string;
 }
 
-interface ListedKey {
-  id: string;
-  name: string;
-  key: string;
-  scopes: string[];
-  createdAt: string;
-  expiresAt: string | null;
-  lastUsedAt: string | null;
-  revokedAt: string | null;
-  status: 'active' | 'expired' | 'revoked';
-}
-
-after(() => killAllCliProcesses());
-
-/** A database file for this test that does not exist yet, removed when it ends. */
-function newDatabase(t: TestContext): TempDatabase {
-  const db = tempDatabase();
-  t.after(() => db.remove());
-  return db;
-}
-
-/** A fresh database for this test, its schema in place (as `migrate` leaves it), removed when it ends. */
-async function database(t: TestContext): Promise<TempDatabase> {
-  const db = await migratedTempDatabase();
-  t.after(() => db.remove());
-  return db;
-}
-
-/** A failed run of a command that opened the database: `database: <path>` first, then one line saying what failed. */
-function failureAfterOpening(result: CliResult, db: TempDatabase): string {
-  const [opened, ...rest] = result.stderr.split('\n');
-  assert.equal(opened, `database: ${db.path}`);
-  return oneLineFailure({ ...result, stderr: rest.join('\n') });
-}
-
 /** `petstore serve` on this database; killed when the test ends, whatever happens. */
 async function serve(t: TestContext, env: Record<string, string>): Promise<ServeProcess> {
   const server = await startServe(env);
   t.after(() => server.kill());
   return server;
-}
-
-async function createKey(db: TempDatabase, name: string): Promise<string> {
-  const result = await runInProcess(['keys', 'create', '--name', name], { DATABASE_URL: db.url });
-  assert.equal(result.code, 0, result.stderr);
-  const secret = result.stdout.trim();
-  assert.match(secret, KEY);
-  return secret;
-}
-
-async function listKeys(db: TempDatabase): Promise<ListedKey[]> {
-  const result = await runInProcess(['keys', 'list', '--json'], { DATABASE_URL: db.url });
-  assert.equal(result.code, 0, result.stderr);
-  return JSON.parse(result.stdout) as ListedKey[];
 }
 
 const auth = (key: string) => ({ authorization: `Bearer ${key}` });
@@ -112,15 +62,6 @@ async function createPet(url: string, key: string, name: string, categoryId: num
     headers: { ...auth(key), 'content-type': 'application/json' },
     body: JSON.stringify({ name, categoryId }),
   });
-}
-
-/** Lines of a section of commander's help, e.g. "Commands:", up to the next blank line. */
-function helpSection(help: string, title: string): string[] {
-  const start = help.split('\n').indexOf(title);
-  assert.ok(start >= 0, `no "${title}" section in:\n${help}`);
-  const lines = help.split('\n').slice(start + 1);
-  const end = lines.indexOf('');
-  return end < 0 ? lines : lines.slice(0, end);
 }
 
 const port = (server: ServeProcess) => Number(new URL(server.url).port);
@@ -246,349 +187,6 @@ async function beginCreatePet(
   connection.write(body.slice(0, 5));
   return { connection, finish: (more = '') => connection.write(body.slice(5) + more) };
 }
-
-function integrityCheck(db: TempDatabase): unknown {
-  const sqlite = new BetterSqlite3(db.path, { readonly: true, fileMustExist: true });
-  try {
-    return sqlite.pragma('integrity_check', { simple: true });
-  } finally {
-    sqlite.close();
-  }
-}
-
-describe('petstore help', { concurrency: 4 }, () => {
-  test('when run with --version, then it prints the version of package.json and exits 0', async () => {
-    // The executable itself, once: the other commands' parsing and output run in this process.
-    const result = await runCli(['--version']);
-    assert.equal(result.code, 0, result.stderr);
-    assert.equal(result.stdout, `${PACKAGE_VERSION}\n`);
-    assert.equal(VERSION, PACKAGE_VERSION);
-  });
-
-  test('when run with --help, then it lists serve, keys and migrate, each with a one-line purpose, and exits 0', async () => {
-    const result = await runInProcess(['--help']);
-    assert.equal(result.code, 0, result.stderr);
-    const commands = helpSection(result.stdout, 'Commands:');
-    for (const name of ['serve', 'keys', 'migrate']) {
-      const line = commands.find((l) => l.trimStart().startsWith(`${name} `));
-      assert.ok(line, `${name} is not listed:\n${result.stdout}`);
-      assert.match(line, new RegExp(`^\\s+${name}(\\s+\\[options\\])?\\s{2,}\\S.{9,}$`));
-    }
-    // One line each: every line of the section starts a command, none continues a wrapped purpose.
-    for (const line of commands) {
-      assert.match(
-        line,
-        /^ {2}\S+( \S+)*\s{2,}\S/,
-        `a purpose spans more than one line:\n${commands.join('\n')}`,
-      );
-    }
-  });
-
-  test('when run with keys --help, then it lists create, list and revoke and exits 0', async () => {
-    const result = await runInProcess(['keys', '--help']);
-    assert.equal(result.code, 0, result.stderr);
-    const commands = helpSection(result.stdout, 'Commands:');
-    for (const name of ['create', 'list', 'revoke']) {
-      assert.ok(
-        commands.some((line) => new RegExp(`^\\s+${name}\\b.*\\s{2,}\\S`).test(line)),
-        `${name} is not listed with a purpose:\n${result.stdout}`,
-      );
-    }
-  });
-
-  test('when serve is given a --role that is not api, deliver or all, then it exits non-zero naming the three, and --help describes each', async () => {
-    const wrong = await runInProcess(['serve', '--role', 'worker']);
-    assert.notEqual(wrong.code, 0);
-    assert.match(wrong.stderr, /--role <role>.*'worker' is invalid.*all, api, deliver/s);
-    const help = await runInProcess(['serve', '--help']);
-    // Commander wraps the description: compared with its lines joined.
-    const options = help.stdout.replace(/\n\s+/g, ' ');
-    assert.match(
-      options,
-      /--role <role> +what the process does: "api" serves the API and delivers no webhook; "deliver" delivers webhooks and answers only \/healthz, \/readyz and \/metrics; "all" does both \(choices: "all", "api", "deliver", default: "all"\)/,
-    );
-  });
-
-  test('when run with serve --help, then it lists every environment variable with its meaning and exits 0', async () => {
-    const result = await runInProcess(['serve', '--help']);
-    assert.equal(result.code, 0, result.stderr);
-    const variables = helpSection(result.stdout, 'Environment variables:');
-    for (const { name } of describeConfig()) {
-      assert.ok(
-        variables.some((line) => new RegExp(`^\\s+${name}\\s+\\S`).test(line)),
-        `${name} is not listed:\n${result.stdout}`,
-      );
-    }
-    // Every description starts in one column, the longest name included.
-    const columns = new Set(
-      describeConfig().map(({ name }) => {
-        const line = variables.find((l) => new RegExp(`^\\s+${name}\\s`).test(l)) as string;
-        return (
-          line.indexOf(name) +
-          name.length +
-          (/^\s*/.exec(line.slice(line.indexOf(name) + name.length))?.[0].length ?? 0)
-        );
-      }),
-    );
-    assert.equal(columns.size, 1, `descriptions start in ${columns.size} columns:\n${variables.join('\n')}`);
-    assert.match(result.stdout, /PORT\s+.*\(default: 3000\)/);
-    assert.match(result.stdout, /DATABASE_URL\s+.*\(default: "sqlite:\.\/data\/petstore\.db"\)/);
-  });
-});
-
-describe('petstore keys', { concurrency: 4 }, () => {
-  test('when keys create --name ci runs, then it prints one pst_ key on stdout and exits 0', async (t) => {
-    const db = await database(t);
-    const result = await runInProcess(['keys', 'create', '--name', 'ci'], { DATABASE_URL: db.url });
-    assert.equal(result.code, 0, result.stderr);
-    const lines = result.stdout.split('\n');
-    assert.equal(lines.length, 2, `stdout: ${JSON.stringify(result.stdout)}`);
-    assert.equal(lines[1], '');
-    assert.match(lines[0] as string, KEY);
-    assert.equal(result.stderr.includes(lines[0] as string), false);
-    const [listed] = await listKeys(db);
-    assert.equal(listed?.name, 'ci');
-  });
-
-  test('when keys list runs, then it shows each key id, name and pst_…last4, never the secret', async (t) => {
-    const db = await database(t);
-    const secret = await createKey(db, 'ci');
-    const [record] = await listKeys(db);
-    assert.ok(record);
-    const result = await runInProcess(['keys', 'list'], { DATABASE_URL: db.url });
-    assert.equal(result.code, 0, result.stderr);
-    const [header, row, ...rest] = result.stdout.trimEnd().split('\n');
-    assert.deepEqual(rest, []);
-    assert.match(header ?? '', /^ID\s+NAME\s+KEY\s+SCOPES\s+CREATED\s+EXPIRES\s+LAST USED\s+STATUS$/);
-    assert.match(
-      row ?? '',
-      new RegExp(
-        `^${record.id}\\s+ci\\s+pst_…${secret.slice(-4)}\\s+all\\s+\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}Z\\s+never\\s+never\\s+active$`,
-      ),
-    );
-    assert.equal(result.stdout.includes(secret), false);
-    assert.equal(result.stdout.includes(secret.slice(4, -4)), false);
-    assert.equal(result.stdout.includes(createHash('sha256').update(secret).digest('hex')), false);
-  });
-
-  test('when keys list --json runs, then it prints every key as JSON without its secret', async (t) => {
-    const db = await database(t);
-    const ci = await createKey(db, 'ci');
-    const deploy = await createKey(db, 'deploy');
-    const result = await runInProcess(['keys', 'list', '--json'], { DATABASE_URL: db.url });
-    assert.equal(result.code, 0, result.stderr);
-    const keys = JSON.parse(result.stdout) as ListedKey[];
-    assert.equal(keys.length, 2);
-    const byName = new Map(keys.map((k) => [k.name, k]));
-    for (const [name, secret] of [
-      ['ci', ci],
-      ['deploy', deploy],
-    ] as const) {
-      const key = byName.get(name);
-      assert.ok(key, `${name} is not listed`);
-      assert.deepEqual(Object.keys(key).sort(), [
-        'createdAt',
-        'expiresAt',
-        'id',
-        'key',
-        'lastUsedAt',
-        'name',
-        'revokedAt',
-        'scopes',
-        'status',
-      ]);
-      assert.deepEqual(key.scopes, [
-        'pets:read',
-        'pets:write',
-        'orders:read',
-        'orders:write',
-        'events:read',
-        'webhooks:read',
-        'webhooks:write',
-      ]);
-      assert.deepEqual([key.expiresAt, key.lastUsedAt, key.status], [null, null, 'active']);
-      assert.match(key.id, /^\S+$/);
-      assert.equal(key.key, `pst_…${secret.slice(-4)}`);
-      assert.equal(new Date(key.createdAt).toISOString(), key.createdAt);
-      assert.equal(key.revokedAt, null);
-      assert.equal(result.stdout.includes(secret), false);
-    }
-    assert.notEqual(byName.get('ci')?.id, byName.get('deploy')?.id);
-    assert.notEqual(ci, deploy);
-  });
-
-  test('when there is no key, then keys list says so and --json prints an empty array', async (t) => {
-    const db = await database(t);
-    const table = await runInProcess(['keys', 'list'], { DATABASE_URL: db.url });
-    assert.equal(table.code, 0, table.stderr);
-    assert.equal(table.stdout, 'no keys\n');
-    assert.deepEqual(await listKeys(db), []);
-  });
-
-  test('when keys revoke <id> runs, then it exits 0 and keys list shows the key as revoked', async (t) => {
-    const db = await database(t);
-    await createKey(db, 'ci');
-    await createKey(db, 'other');
-    const id = (await listKeys(db)).find((k) => k.name === 'ci')?.id as string;
-    const result = await runInProcess(['keys', 'revoke', id], { DATABASE_URL: db.url });
-    assert.equal(result.code, 0, result.stderr);
-    assert.match(result.stderr, new RegExp(`revoked ${id}`));
-
-    const keys = await listKeys(db);
-    const revoked = keys.find((k) => k.id === id);
-    assert.ok(revoked?.revokedAt, 'revokedAt is not set');
-    assert.equal(new Date(revoked.revokedAt).toISOString(), revoked.revokedAt);
-    assert.equal(keys.find((k) => k.name === 'other')?.revokedAt, null);
-
-    const table = await runInProcess(['keys', 'list'], { DATABASE_URL: db.url });
-    const rows = table.stdout.split('\n');
-    assert.match(rows.find((row) => row.startsWith(id)) ?? '', /\srevoked \d{4}-\d{2}-\d{2}$/);
-    assert.match(rows.find((row) => /\sother\s/.test(row)) ?? '', /\sactive$/);
-  });
-
-  test("when keys are created with --scopes, --expires-in and --expires-at, then keys list shows each one's scopes, expiry and status, aligned, and --json the same", async (t) => {
-    const db = await database(t);
-    const before = Date.now();
-    const run = (args: string[]) => runInProcess(['keys', 'create', ...args], { DATABASE_URL: db.url });
-    const storefront = await run(['--name', 'storefront', '--scopes', 'pets:read,orders:write,orders:read']);
-    assert.equal(storefront.code, 0, storefront.stderr);
-    assert.match(
-      storefront.stderr,
-      new RegExp(
-        `^database: ${db.path}\ncreated key_\\w+ \\(storefront; pets:read,orders:read,orders:write\\); the key is shown only this once:\n$`,
-      ),
-    );
-    const partner = await run(['--name', 'partner', '--scopes', 'pets:read', '--expires-in', '90d']);
-    assert.equal(partner.code, 0, partner.stderr);
-    const season = await run(['--name', 'season', '--expires-at', '2031-03-31T02:00:00+02:00']);
-    assert.equal(season.code, 0, season.stderr);
-    assert.match(
-      season.stderr,
-      /\(season; pets:read,pets:write,orders:read,orders:write,events:read,webhooks:read,webhooks:write, expires 2031-03-31T00:00:00.000Z\)/,
-    );
-    for (const result of [storefront, partner, season]) assert.match(result.stdout.trim(), KEY);
-
-    const listed = new Map((await listKeys(db)).map((key) => [key.name, key]));
-    assert.deepEqual(listed.get('storefront')?.scopes, ['pets:read', 'orders:read', 'orders:write']);
-    assert.equal(listed.get('storefront')?.expiresAt, null);
-    assert.deepEqual(listed.get('partner')?.scopes, ['pets:read']);
-    const partnerExpiry = Date.parse(listed.get('partner')?.expiresAt ?? '');
-    const ninetyDays = 90 * 86_400_000;
-    assert.ok(partnerExpiry >= before + ninetyDays && partnerExpiry <= Date.now() + ninetyDays, 'in 90 days');
-    assert.equal(listed.get('season')?.expiresAt, '2031-03-31T00:00:00.000Z');
-    for (const key of listed.values()) assert.equal(key.status, 'active');
-
-    const table = await runInProcess(['keys', 'list'], { DATABASE_URL: db.url });
-    assert.equal(table.code, 0, table.stderr);
-    const lines = table.stdout.trimEnd().split('\n');
-    assert.equal(lines.length, 4);
-    // Aligned: every column starts at the same place on every line.
-    const header = lines[0] as string;
-    for (const column of ['NAME', 'KEY', 'SCOPES', 'CREATED', 'EXPIRES', 'LAST USED', 'STATUS']) {
-      const at = header.indexOf(column);
-      for (const line of lines.slice(1))
-        assert.match(line.slice(at - 2, at), /^ {2}$/, `${column} in ${line}`);
-    }
-    const row = (name: string) => lines.find((line) => line.includes(`  ${name}  `)) ?? '';
-    assert.match(row('storefront'), /\spets:read,orders:read,orders:write\s.*\snever\s+never\s+active$/);
-    assert.match(row('partner'), /\spets:read\s.*\s\d{4}-\d{2}-\d{2} \d{2}:\d{2}Z\s+never\s+active$/);
-    assert.match(row('season'), /\sall\s.*\s2031-03-31 00:00Z\s+never\s+active$/);
-  });
-
-  for (const [args, message] of [
-    [
-      ['--scopes', 'pets:delete'],
-      /^petstore: unknown scope pets:delete; scopes are pets:read, pets:write, orders:read, orders:write, events:read, webhooks:read, webhooks:write$/,
-    ],
-    [['--scopes', 'pets:read,,orders:read'], /^petstore: --scopes must be a comma-separated list of /],
-    [
-      ['--expires-in', '90'],
-      /^petstore: --expires-in must be a whole number and a unit \(m, h, d or w\), e\.g\. 90d; got "90"$/,
-    ],
-    [['--expires-in', '1y'], /^petstore: --expires-in must be .*; got "1y"$/],
-    [
-      ['--expires-at', '2020-01-01T00:00:00Z'],
-      /^petstore: the expiry 2020-01-01T00:00:00.000Z is not in the future$/,
-    ],
-    [['--expires-at', '2031-02-30T00:00:00Z'], /^petstore: --expires-at must be an RFC 3339 date-time/],
-    [['--expires-at', '31/03/2031'], /^petstore: --expires-at must be an RFC 3339 date-time/],
-    [
-      ['--expires-in', '1d', '--expires-at', '2031-01-01T00:00:00Z'],
-      /^petstore: give --expires-in or --expires-at, not both$/,
-    ],
-  ] as const) {
-    test(`when keys create is given ${args.join(' ')}, then one line on stderr, a non-zero exit and no key stored`, async (t) => {
-      const db = await database(t);
-      const line = oneLineFailure(
-        await runInProcess(['keys', 'create', '--name', 'bad', ...args], { DATABASE_URL: db.url }),
-      );
-      assert.match(line, message);
-      assert.doesNotMatch(line, /pst_|\bat \S+:\d+/);
-      assert.deepEqual(await listKeys(db), []);
-    });
-  }
-
-  test('when keys revoke is given an unknown id, then it prints one clear line on stderr and exits non-zero', async (t) => {
-    const db = await database(t);
-    await createKey(db, 'ci');
-    const result = await runInProcess(['keys', 'revoke', 'key_doesnotexist'], { DATABASE_URL: db.url });
-    const line = failureAfterOpening(result, db);
-    assert.match(line, /key_doesnotexist/);
-    assert.doesNotMatch(line, /\bat \S+:\d+/);
-    assert.equal((await listKeys(db))[0]?.revokedAt, null);
-  });
-
-  test('when a revoked key is revoked again, then it prints one line on stderr and exits non-zero', async (t) => {
-    const db = await database(t);
-    await createKey(db, 'ci');
-    const id = (await listKeys(db))[0]?.id as string;
-    assert.equal((await runInProcess(['keys', 'revoke', id], { DATABASE_URL: db.url })).code, 0);
-    const line = failureAfterOpening(
-      await runInProcess(['keys', 'revoke', id], { DATABASE_URL: db.url }),
-      db,
-    );
-    assert.match(line, new RegExp(id));
-  });
-});
-
-describe('petstore migrate', { concurrency: 4 }, () => {
-  const latest = SQLITE_MIGRATIONS.length;
-
-  test('when migrate runs on a new database, then it says it created the schema, where, exits 0 and the database is ready', async (t) => {
-    const db = newDatabase(t);
-    const result = await runInProcess(['migrate'], { DATABASE_URL: db.url });
-    assert.equal(result.code, 0, result.stderr);
-    assert.equal(result.stderr, `created the database schema (version ${latest}): ${db.path}\n`);
-    assert.equal(integrityCheck(db), 'ok');
-    const list = await runInProcess(['keys', 'list'], { DATABASE_URL: db.url });
-    assert.equal(list.stdout, 'no keys\n');
-  });
-
-  test('when migrate runs again, then it exits 0 and keeps the data', async (t) => {
-    const db = newDatabase(t);
-    assert.equal((await runInProcess(['migrate'], { DATABASE_URL: db.url })).code, 0);
-    const secret = await createKey(db, 'ci');
-    const again = await runInProcess(['migrate'], { DATABASE_URL: db.url });
-    assert.equal(again.code, 0, again.stderr);
-    assert.equal(again.stderr, `the database schema is already up to date (version ${latest}): ${db.path}\n`);
-    const keys = await listKeys(db);
-    assert.deepEqual(
-      keys.map((k) => [k.name, k.key, k.revokedAt]),
-      [['ci', `pst_…${secret.slice(-4)}`, null]],
-    );
-  });
-
-  test('when migrate runs on a database an older version left, then it says from which version to which', async (t) => {
-    const db = newDatabase(t);
-    const old = new BetterSqlite3(db.path);
-    old.exec(SQLITE_MIGRATIONS[0] as string);
-    old.pragma('user_version = 1');
-    old.close();
-    const result = await runInProcess(['migrate'], { DATABASE_URL: db.url });
-    assert.equal(result.code, 0, result.stderr);
-    assert.equal(result.stderr, `migrated the database schema from version 1 to ${latest}: ${db.path}\n`);
-  });
-});
 
 describe('configuration errors', { concurrency: 4 }, () => {
   for (const [variable, value] of [
