@@ -11,7 +11,7 @@ import { explain, planNodes } from '../support/query-plans.js';
 /** Arguments to bind for each statement's plan: a statement added without one fails the test. */
 const ARGUMENTS: Record<string, unknown[]> = {
   leasedByEndpoint: ['owner', 1],
-  enabledEndpoints: [],
+  dueEndpoints: [1],
   throttled: [1.5, 1, 1n],
   dueOfEndpoint: [1n, 1, 8],
   lease: [{ until: 1, owner: 'owner', endpointId: 1n, eventId: 1n }],
@@ -121,9 +121,9 @@ test(
       await client.query(`INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts, next_attempt_at)
                         SELECT 1, i, 'pending', 0, now() - interval '1 minute' FROM generate_series(1, 20000) i`);
       const plan = await explain(client, CLAIM_DUE, [
-        1,
+        [1],
+        [128],
         new Date(),
-        128,
         new Date(Date.now() + 15_000),
         'owner',
       ]);

@@ -112,5 +112,42 @@ for (const backend of backends) {
       assert.equal(await storage.webhooks.fanOut(100), 0);
       assert.deepEqual(await pairs(database.url), []);
     });
+
+    test('when one endpoint has a backlog and another has waited longer, then a claim with room for one takes the one that waited longest, whatever the ids; each endpoint is claimed only by one claimer at a time', async (t) => {
+      const { database, storage } = await fresh(t, backend);
+      const busy = await storage.webhooks.createEndpoint(endpoint('https://busy.example/'), 10);
+      const quiet = await storage.webhooks.createEndpoint(endpoint('https://quiet.example/'), 10);
+      assert.ok(busy && quiet && busy.id < quiet.id);
+      await createPets(storage, ['a', 'b', 'c', 'd']);
+      while ((await storage.webhooks.fanOut(100)) > 0);
+      // The quiet endpoint's one delivery has waited a minute; the busy one's four, a second.
+      const sqlite = backend.name === 'sqlite';
+      const ago = (ms: number) =>
+        sqlite ? String(Date.now() - ms) : `now() - interval '${ms} milliseconds'`;
+      await executeSql(
+        database.url,
+        `UPDATE webhook_deliveries SET next_attempt_at = ${ago(1_000)} WHERE endpoint_id = ${busy.id};
+         DELETE FROM webhook_deliveries WHERE endpoint_id = ${quiet.id} AND event_id <> (
+           SELECT min(event_id) FROM webhook_deliveries WHERE endpoint_id = ${quiet.id});
+         UPDATE webhook_deliveries SET next_attempt_at = ${ago(60_000)} WHERE endpoint_id = ${quiet.id}`,
+      );
+      const now = new Date();
+      const limits = (owner: string) => ({ limit: 1, perEndpoint: 4, owner, depthOf: () => 4 });
+      const first = await storage.webhooks.claimDue(now, new Date(now.getTime() + 15_000), limits('one'));
+      assert.deepEqual(
+        first.deliveries.map((d) => d.endpointId),
+        [quiet.id],
+        'the longest wait first, not the lowest id',
+      );
+      // Claims racing from several processes: no delivery leased twice, the bound of 4 kept.
+      const claims = await Promise.all(
+        ['two', 'three', 'four', 'five'].map((owner) =>
+          storage.webhooks.claimDue(now, new Date(now.getTime() + 15_000), { ...limits(owner), limit: 8 }),
+        ),
+      );
+      const leased = claims.flatMap((c) => c.deliveries.map((d) => `${d.endpointId}/${d.eventId}`));
+      assert.equal(new Set(leased).size, leased.length, 'none leased twice');
+      assert.equal(leased.length, 4, "the busy endpoint's four, once each");
+    });
   });
 }

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { type EventType, eventJson, type NewEvent } from '../../domain/events.js';
+import type { BucketState } from '../../domain/token-bucket.js';
 import type {
   AttemptOutcome,
   AttemptRecorded,
@@ -39,8 +40,6 @@ import { appendEvents, WEBHOOKS_CHANNEL } from './events.js';
 import type { PostgresNotifications } from './notifications.js';
 import { inTransaction, type ReadPool } from './transaction.js';
 
-/** Claimers on every node take turns under this lock: the per-endpoint bound counts every node's leases. */
-const CLAIM_LOCK = 7_304_118_263_520_003n;
 /** Endpoint creates on every node take turns under this lock: WEBHOOK_MAX_ENDPOINTS is exact. */
 const ENDPOINTS_LOCK = 7_304_118_263_520_004n;
 /**
@@ -50,12 +49,36 @@ const ENDPOINTS_LOCK = 7_304_118_263_520_004n;
  * synchronous_commit on.
  */
 const BEGIN_RELAXED = 'BEGIN; SET LOCAL synchronous_commit = off';
-/** A claim's transaction takes the claimers' lock as it begins: the same round trip. */
-const BEGIN_CLAIM = `${BEGIN_RELAXED}; SELECT pg_advisory_xact_lock(${CLAIM_LOCK})`;
 
 /**
- * Leases an endpoint's deliveries due first ($1 endpoint, $2 now, $3 how many, $4 the lease's end, $5
- * the owner) and returns them with their events. The due rows are found through the
+ * A claim's endpoints: those enabled with a delivery due ($1 now), the one whose oldest due delivery has
+ * waited longest first (so a busy endpoint never keeps a quiet one waiting for the claim's room), each
+ * with the live leases on it ($2 this process, for `others`) and its throttle's bucket. Each row is
+ * locked for the claim and skipped by any other claimer (SKIP LOCKED): claims of different endpoints
+ * run side by side on any nodes, and an endpoint's leases are counted and taken by one claimer at a
+ * time, so the per-endpoint bound and the throttle hold across nodes.
+ */
+const CLAIM_ENDPOINTS = `SELECT w.id, w.url, w.secret, w.previous_secret, w.previous_secret_until, w.rate_limit,
+    w.throttle_tokens, w.throttle_at, l.leased, l.others
+  FROM webhook_endpoints w
+  CROSS JOIN LATERAL (
+    SELECT min(d.next_attempt_at) AS due FROM webhook_deliveries d
+    WHERE d.endpoint_id = w.id AND d.status = 'pending') oldest
+  CROSS JOIN LATERAL (
+    SELECT count(*)::int AS leased, (count(*) FILTER (WHERE d.lease_owner IS DISTINCT FROM $2))::int AS others
+    FROM webhook_deliveries d
+    WHERE d.endpoint_id = w.id AND d.lease_until > $1 AND d.status = 'pending') l
+  WHERE w.status = 'enabled' AND oldest.due <= $1
+  ORDER BY oldest.due, w.id
+  FOR UPDATE OF w SKIP LOCKED`;
+
+/** The claim's throttles: the buckets of the rate-limited endpoints it leased from. */
+const CLAIM_THROTTLED = `UPDATE webhook_endpoints w SET throttle_tokens = t.tokens, throttle_at = t.at
+  FROM unnest($1::bigint[], $2::float8[], $3::timestamptz[]) AS t(id, tokens, at) WHERE w.id = t.id`;
+
+/**
+ * Leases each endpoint's deliveries due first ($1 the endpoints, $2 how many of each, $3 now, $4 the
+ * lease's end, $5 the owner), the earliest due first and then in event order, and returns them with their events. The due rows are found through the
  * (endpoint_id, next_attempt_at) index and updated by their row addresses (a TID scan). Sent unnamed,
  * so planned at each claim for the table's size then: a named statement keeps the plan made at its
  * first uses, and one made while the table held a few rows read every delivery of the endpoint for each
@@ -64,16 +87,21 @@ const BEGIN_CLAIM = `${BEGIN_RELAXED}; SELECT pg_advisory_xact_lock(${CLAIM_LOCK
  * these rows meanwhile; a row changed between the two (a retry asked for, the endpoint disabled) is at
  * another address by then, and is left out.
  */
-export const CLAIM_DUE = `WITH leased AS (
+export const CLAIM_DUE = `WITH wanted AS (
+    SELECT * FROM unnest($1::bigint[], $2::int[]) AS w(endpoint_id, n)
+  ), leased AS (
     UPDATE webhook_deliveries d SET lease_until = $4, next_attempt_at = $4, lease_owner = $5
     WHERE d.ctid = ANY (ARRAY(
-      SELECT ctid FROM webhook_deliveries
-      WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at <= $2
-      ORDER BY next_attempt_at, event_id LIMIT $3))
-    RETURNING d.event_id, d.attempts, d.next_trigger
+      SELECT due.ctid FROM wanted CROSS JOIN LATERAL (
+        SELECT ctid FROM webhook_deliveries
+        WHERE endpoint_id = wanted.endpoint_id AND status = 'pending' AND next_attempt_at <= $3
+        ORDER BY next_attempt_at, event_id LIMIT wanted.n) due))
+    RETURNING d.endpoint_id, d.event_id, d.attempts, d.next_trigger
   )
-  SELECT leased.event_id, leased.attempts, leased.next_trigger, e.type, e.occurred_at, e.data, e.trace_context
-  FROM leased JOIN events e ON e.id = leased.event_id`;
+  SELECT leased.endpoint_id, leased.event_id, leased.attempts, leased.next_trigger, e.type, e.occurred_at,
+    e.data, e.trace_context
+  FROM leased JOIN events e ON e.id = leased.event_id
+  ORDER BY leased.endpoint_id, leased.event_id`;
 
 /**
  * A recovery's next batch ($5 at most) of the endpoint's failed deliveries after its cursor ($2), for
@@ -192,10 +220,65 @@ const toDelivery = (row: DeliveryRow): WebhookDelivery => ({
   lastError: row.last_error ?? undefined,
 });
 
+/** An endpoint as a claim reads it (CLAIM_ENDPOINTS). */
+interface ClaimEndpointRow {
+  id: bigint;
+  url: string;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_until: Date | null;
+  rate_limit: number | null;
+  throttle_tokens: number | null;
+  throttle_at: Date | null;
+  leased: number;
+  others: number;
+}
+
+/** A delivery as a claim leases it (CLAIM_DUE). */
+interface ClaimedRow {
+  endpoint_id: bigint;
+  event_id: bigint;
+  attempts: number;
+  next_trigger: AttemptTrigger;
+  type: EventType;
+  occurred_at: Date;
+  data: string;
+  trace_context: string | null;
+}
+
+const bucketOf = (row: ClaimEndpointRow): BucketState | undefined =>
+  row.throttle_tokens === null || row.throttle_at === null
+    ? undefined
+    : { tokens: row.throttle_tokens, atMs: row.throttle_at.getTime() };
+
+const claimedDelivery = (
+  endpoint: ClaimEndpointRow,
+  row: ClaimedRow,
+  now: Date,
+  leaseUntil: Date,
+): ClaimedDelivery => ({
+  endpointId: endpoint.id,
+  eventId: row.event_id,
+  attempts: row.attempts,
+  trigger: row.next_trigger,
+  url: endpoint.url,
+  secrets: signingSecrets(
+    endpoint.secret,
+    endpoint.previous_secret ?? undefined,
+    endpoint.previous_secret_until ?? undefined,
+    now,
+  ),
+  body: eventJson({ id: row.event_id, type: row.type, occurredAt: row.occurred_at, data: row.data }),
+  eventType: row.type,
+  cause: row.trace_context ?? undefined,
+  occurredAt: row.occurred_at,
+  leaseUntil,
+});
+
 /**
- * Webhook endpoints and deliveries on PostgreSQL, for any number of nodes. Claims are made under an
- * advisory lock (one claimer at a time, on any node: no two lease one delivery, and the per-endpoint
- * bound is exact); a commit that adds deliveries NOTIFYs every node (events.ts), which LISTENs here.
+ * Webhook endpoints and deliveries on PostgreSQL, for any number of nodes. A claim locks the endpoints it
+ * leases from and skips those another claimer holds (CLAIM_ENDPOINTS): no two lease one delivery, and
+ * the per-endpoint bound and throttle are exact; a commit that adds deliveries NOTIFYs every node (events.ts), which LISTENs here.
  */
 export class PostgresWebhookStore implements WebhookStore {
   /**
@@ -439,109 +522,68 @@ export class PostgresWebhookStore implements WebhookStore {
    */
   async claimDue(now: Date, leaseUntil: Date, limits: ClaimLimits): Promise<Claim> {
     const { limit, owner } = limits;
+    const at = now.getTime();
     return inTransaction(
       this.#pool,
       async (client) => {
-        const { rows: endpoints } = await client.query<
-          EndpointRow & {
-            leased: number;
-            others: number;
-            throttle_tokens: number | null;
-            throttle_at: Date | null;
-          }
-        >({
+        const { rows: endpoints } = await client.query<ClaimEndpointRow>({
           name: 'webhooks_claim_endpoints',
-          text: `SELECT ${ENDPOINT_COLUMNS}, w.throttle_tokens, w.throttle_at, l.leased, l.others
-               FROM webhook_endpoints w CROSS JOIN LATERAL (
-                 SELECT count(*)::int AS leased,
-                   (count(*) FILTER (WHERE d.lease_owner IS DISTINCT FROM $2))::int AS others
-                 FROM webhook_deliveries d
-                 WHERE d.endpoint_id = w.id AND d.lease_until > $1 AND d.status = 'pending') l
-               WHERE w.status = 'enabled' ORDER BY w.id`,
+          text: CLAIM_ENDPOINTS,
           values: [now, owner],
         });
-        const claimed: ClaimedDelivery[] = [];
+        // How many of each endpoint to lease: its bound (claimable), its throttle, the claim's room.
+        const wanted = new Map<
+          bigint,
+          { endpoint: ClaimEndpointRow; n: number; bucket: BucketState | undefined }
+        >();
+        let room = limit;
         let throttledUntil: Date | undefined;
         for (const endpoint of endpoints) {
-          let free = Math.min(
-            claimable(endpoint.id, endpoint.leased, endpoint.others, limits),
-            limit - claimed.length,
-          );
-          const rateLimit = endpoint.rate_limit ?? undefined;
-          const bucket =
-            endpoint.throttle_tokens === null || endpoint.throttle_at === null
-              ? undefined
-              : { tokens: endpoint.throttle_tokens, atMs: endpoint.throttle_at.getTime() };
-          if (rateLimit !== undefined) free = throttleAllows(rateLimit, bucket, now.getTime(), free);
-          const before = claimed.length;
-          if (free > 0) await this.#claimOf(client, endpoint, now, leaseUntil, owner, free, claimed);
-          if (rateLimit !== undefined) {
-            const after = throttleAfter(rateLimit, bucket, now.getTime(), claimed.length - before);
-            if (claimed.length > before)
-              await client.query({
-                name: 'webhooks_throttled',
-                text: 'UPDATE webhook_endpoints SET throttle_tokens = $2, throttle_at = $3 WHERE id = $1',
-                values: [endpoint.id, after.bucket.tokens, new Date(after.bucket.atMs)],
-              });
-            if (after.nextAt && (!throttledUntil || after.nextAt < throttledUntil))
-              throttledUntil = after.nextAt;
+          const bucket = bucketOf(endpoint);
+          let n = Math.min(claimable(endpoint.id, endpoint.leased, endpoint.others, limits), room);
+          if (endpoint.rate_limit !== null) n = throttleAllows(endpoint.rate_limit, bucket, at, n);
+          if (n > 0) wanted.set(endpoint.id, { endpoint, n, bucket });
+          else if (endpoint.rate_limit !== null) {
+            const { nextAt } = throttleAfter(endpoint.rate_limit, bucket, at, 0);
+            if (nextAt && (!throttledUntil || nextAt < throttledUntil)) throttledUntil = nextAt;
           }
-          if (claimed.length >= limit) break;
+          room -= n;
+          if (room <= 0) break;
         }
-        return { deliveries: claimed, throttledUntil };
+        if (wanted.size === 0) return { deliveries: [], throttledUntil };
+        const { rows } = await client.query<ClaimedRow>({
+          // Unnamed: planned at each claim, for the table as it is then (see CLAIM_DUE).
+          text: CLAIM_DUE,
+          values: [[...wanted.keys()], [...wanted.values()].map((w) => w.n), now, leaseUntil, owner],
+        });
+        const deliveries = rows.map((row) =>
+          claimedDelivery(
+            (wanted.get(row.endpoint_id) as { endpoint: ClaimEndpointRow }).endpoint,
+            row,
+            now,
+            leaseUntil,
+          ),
+        );
+        // The throttled endpoints' buckets, less what was leased from each.
+        const throttled: [bigint, number, Date][] = [];
+        for (const { endpoint, bucket } of wanted.values()) {
+          if (endpoint.rate_limit === null) continue;
+          const leased = deliveries.filter((d) => d.endpointId === endpoint.id).length;
+          const after = throttleAfter(endpoint.rate_limit, bucket, at, leased);
+          if (leased > 0) throttled.push([endpoint.id, after.bucket.tokens, new Date(after.bucket.atMs)]);
+          if (after.nextAt && (!throttledUntil || after.nextAt < throttledUntil))
+            throttledUntil = after.nextAt;
+        }
+        if (throttled.length > 0)
+          await client.query({
+            name: 'webhooks_claim_throttled',
+            text: CLAIM_THROTTLED,
+            values: [throttled.map((t) => t[0]), throttled.map((t) => t[1]), throttled.map((t) => t[2])],
+          });
+        return { deliveries, throttledUntil };
       },
-      BEGIN_CLAIM,
+      BEGIN_RELAXED,
     );
-  }
-
-  /** Leases up to `free` of the endpoint's due deliveries, the earliest due first, into `claimed`. */
-  async #claimOf(
-    client: pg.PoolClient,
-    endpoint: EndpointRow,
-    now: Date,
-    leaseUntil: Date,
-    owner: string,
-    free: number,
-    claimed: ClaimedDelivery[],
-  ): Promise<void> {
-    const { rows } = await client.query<{
-      event_id: bigint;
-      attempts: number;
-      next_trigger: AttemptTrigger;
-      type: EventType;
-      occurred_at: Date;
-      data: string;
-      trace_context: string | null;
-    }>({
-      // Unnamed: planned at each claim, for the table as it is then (see CLAIM_DUE).
-      text: CLAIM_DUE,
-      values: [endpoint.id, now, free, leaseUntil, owner],
-    });
-    const secrets = signingSecrets(
-      endpoint.secret,
-      endpoint.previous_secret ?? undefined,
-      endpoint.previous_secret_until ?? undefined,
-      now,
-    );
-    for (const row of rows)
-      claimed.push({
-        endpointId: endpoint.id,
-        eventId: row.event_id,
-        attempts: row.attempts,
-        trigger: row.next_trigger,
-        url: endpoint.url,
-        secrets,
-        body: eventJson({
-          id: row.event_id,
-          type: row.type,
-          occurredAt: row.occurred_at,
-          data: row.data,
-        }),
-        eventType: row.type,
-        cause: row.trace_context ?? undefined,
-        occurredAt: row.occurred_at,
-        leaseUntil,
-      });
   }
 
   /** Results arriving together share one transaction (as creates do). */

@@ -146,9 +146,15 @@ function prepareDeliveryStatements(db: Database.Database) {
       )
       .raw(true)
       .safeIntegers(true),
-    enabledEndpoints: db
-      .prepare<[], EndpointRow & ThrottleRow>(
-        `SELECT ${ENDPOINT_COLUMNS}, throttle_tokens, throttle_at FROM webhook_endpoints WHERE status = 'enabled' ORDER BY id`,
+    // The endpoints with a delivery due, the one whose oldest due delivery has waited longest first: a
+    // busy endpoint never keeps a quiet one waiting for the claim's room. Each oldest is an index lookup.
+    dueEndpoints: db
+      .prepare<[number], EndpointRow & ThrottleRow>(
+        `SELECT ${ENDPOINT_COLUMNS}, throttle_tokens, throttle_at FROM (
+           SELECT w.*, (SELECT min(next_attempt_at) FROM webhook_deliveries
+                        WHERE endpoint_id = w.id AND status = 'pending') AS oldest
+           FROM webhook_endpoints w WHERE w.status = 'enabled')
+         WHERE oldest <= ? ORDER BY oldest, id`,
       )
       .safeIntegers(true),
     throttled: db.prepare<[number, number, bigint]>(
@@ -566,7 +572,7 @@ export class SqliteWebhookStore implements WebhookStore {
       leased.set(endpointId, [Number(n), Number(others)]);
     const claimed: ClaimedDelivery[] = [];
     let throttledUntil: Date | undefined;
-    for (const endpoint of this.#sql.enabledEndpoints.all()) {
+    for (const endpoint of this.#sql.dueEndpoints.all(at)) {
       const [n, others] = leased.get(endpoint.id) ?? [0, 0];
       const rateLimit = endpoint.rate_limit === null ? undefined : Number(endpoint.rate_limit);
       const bucket = bucketOf(endpoint);
