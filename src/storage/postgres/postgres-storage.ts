@@ -60,11 +60,11 @@ const writePositionTtlMs = (maxLagMs: number) => Math.max(30_000, maxLagMs * 10)
 const FOLLOWED_WRITES = {
   pets: ['create'],
   orders: ['place', 'settle'],
-  webhooks: ['createEndpoint'],
+  webhooks: ['createEndpoint', 'startRecovery'],
 } as const;
 /** These are one statement each, committed on their own: the position is asked for after them. */
 const OTHER_WRITES = {
-  webhooks: ['deleteEndpoint', 'enableEndpoint', 'rotateSecret', 'retryDelivery'],
+  webhooks: ['deleteEndpoint', 'enableEndpoint', 'rotateSecret', 'retryDelivery', 'updateEndpoint'],
 } as const;
 
 /**
