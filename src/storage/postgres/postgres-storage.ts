@@ -239,7 +239,10 @@ export class PostgresStorage implements Storage {
       isPostgresUnavailable,
     );
     this.webhooks = recording(
-      translateUnavailable(new PostgresWebhookStore(pool, this.#notifications, reads), isPostgresUnavailable),
+      translateUnavailable(
+        new PostgresWebhookStore(pool, this.#notifications, idempotency.recoveries, reads),
+        isPostgresUnavailable,
+      ),
       'webhooks',
     );
     this.#secrets = translateUnavailable(new PostgresSecrets(pool), isPostgresUnavailable);
