@@ -21,6 +21,7 @@ import {
   cpuMicros,
   definedOnly,
   freePort,
+  pinned,
   ROOT,
   runToEnd,
   stop,
@@ -177,10 +178,6 @@ async function paced(url: string, key: string, rate: number, seconds: number): P
 interface Service {
   url: string;
   children: ChildProcess[];
-}
-
-function pinned(cpu: string | undefined, argv: string[]): [string, string[]] {
-  return cpu ? ['taskset', ['-c', cpu, ...argv]] : [argv[0] as string, argv.slice(1)];
 }
 
 async function startLayout(
