@@ -1,5 +1,5 @@
 /**
- * The delivery-lag scenario (`npm run bench -- --scenarios delivery-lag`): how timely webhooks are under
+ * The delivery-lag scenario (`npm run bench -- delivery-lag`, i.e. `--scenarios delivery-lag`): how timely webhooks are under
  * writes. One endpoint, in a receiver in this process that answers 204 at once and notes, per event, the
  * time from its `occurredAt` to its arrival. For each layout of processes:
  *

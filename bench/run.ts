@@ -1,5 +1,6 @@
 /**
- * The benchmark: `npm run bench [-- --quick] [--workers N] [--backends sqlite,postgres] [--sizes 10000,1000000]
+ * The benchmark's scenarios (`npm run bench -- <scenario>` runs one; bench/main.ts is the way in to every
+ * tool): `npm run bench [-- --quick] [--workers N] [--backends sqlite,postgres] [--sizes 10000,1000000]
  * [--seconds 10] [--connections 32] [--scenarios list,get,…] [--log-level info] [--env NAME=VALUE …]
  * [--stored-key] [--tracing off,100%,1%] [--pin] [--neighbour] [--rounds N] [--replica]`; `--replica` runs
  * the PostgreSQL targets on a primary and a streaming replica made for the run, reads served by the
