@@ -85,7 +85,7 @@ const { values: args, positionals } = parseArgs({
     sizes: { type: 'string' },
     seconds: { type: 'string' },
     connections: { type: 'string', default: '32' },
-    /** Pins wrk to the last CPU and each target to the others (taskset). */
+    /** Pins wrk to the last CPU and each target to the others (processes.ts: pinned, pinProcess). */
     pin: { type: 'boolean', default: false },
     /** Keeps the last CPU busy with a CPU-bound process for the whole run: a machine that is not quiet. */
     neighbour: { type: 'boolean', default: false },
