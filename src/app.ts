@@ -21,7 +21,6 @@ import { DRAIN_GRACE_MS, GuardedServer } from './http/connections.js';
 import { consolePage } from './http/console.js';
 import { contentCodings } from './http/content-coding.js';
 import { corsPolicy } from './http/cors.js';
-import { DeliveryShare, deliveryShare } from './http/delivery-share.js';
 import { docs } from './http/docs.js';
 import { draining } from './http/draining.js';
 import { errorHandling, sendError, toApiError } from './http/errors.js';
@@ -57,8 +56,9 @@ import { createValidatorCompiler, describeValidationErrors } from './http/valida
 import { directInfoLines, loggerOptions } from './logging.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
 import type { Tracing } from './tracing/tracing.js';
-import { Deliverer } from './webhooks/deliverer.js';
-import { WebhookSender } from './webhooks/sender.js';
+import type { DelivererMetrics } from './webhooks/deliverer.js';
+import { DeliveryThread } from './webhooks/delivery-thread.js';
+import { newDeliverer } from './webhooks/new-deliverer.js';
 
 export interface AppOptions {
   config: Config;
@@ -74,6 +74,11 @@ export interface AppOptions {
   logger?: FastifyServerOptions['logger'] | FastifyServerOptions['loggerInstance'];
   /** Tracing, when it is on (server.ts starts it): spans of requests, storage calls and deliveries. */
   tracing?: Tracing | undefined;
+  /**
+   * In the `all` role, deliver on a thread of its own (its own event loop and database connection), as
+   * `petstore serve` does; off, on this thread, with this storage and clock (tests that set either).
+   */
+  deliveryThread?: boolean;
 }
 
 const SHARED_SCHEMAS = [
@@ -99,6 +104,7 @@ export async function buildApp({
   role = 'all',
   logger,
   tracing,
+  deliveryThread = false,
 }: AppOptions) {
   // The service's own logger, unless one was given: its request lines are written as text (request-log.ts).
   const ownLogger = logger === undefined ? await loggerOptions(config) : undefined;
@@ -211,26 +217,14 @@ export async function buildApp({
   deleteOldEvents(app, store, config.eventRetentionDays, now);
 
   await app.register(healthRoutes, { storage, now });
-  const deliverer =
-    role === 'api' ? undefined : deliverInBackground(app, config, store, metrics, now, tracing);
-  // Serving both, deliveries get their share of a saturated node (delivery-share.ts).
-  const share =
-    role === 'all' && deliverer
-      ? new DeliveryShare(config.webhooks.deliveryShare, () => deliverer.owed(), {
-          paused: (seconds) => metrics.webhookDeliveryShare.inc(seconds),
-        })
-      : undefined;
-  if (share) {
-    app.addHook('onReady', async () => share.start());
-    app.addHook('onClose', async () => share.stop());
-  }
+  if (role === 'all' && deliveryThread) deliverOnThread(app, config, metrics);
+  else if (role !== 'api') deliverInBackground(app, config, store, metrics, now, tracing);
   if (servesApi) {
     await app.register(
       async (v1) => {
         // Shed load before anything costs work, then know the caller, then count it (each plugin's
         // dependencies say so too).
         await v1.register(shedLoad, { overload: config.overload });
-        if (share) await v1.register(deliveryShare, { share });
         await v1.register(authentication, {
           verifier,
           // The service's clock, which tests set: how long an address waits is a matter of time.
@@ -258,6 +252,16 @@ export async function buildApp({
   return app;
 }
 
+/** What deliveries count, into this process's /metrics. */
+const deliveryMetrics = (metrics: ServiceMetrics): DelivererMetrics => ({
+  attempted: (outcome, seconds) => {
+    metrics.webhookDeliveries.inc({ outcome });
+    metrics.webhookAttemptDuration.observe(seconds);
+  },
+  disabled: (reason) => metrics.webhookEndpointsDisabled.inc({ reason }),
+  delivered: (lagSeconds) => metrics.webhookDeliveryLag.observe(lagSeconds),
+});
+
 /**
  * A node in the `all` or `deliver` role delivers webhooks, off the request path. On close it takes no new attempt and lets those
  * under way finish within the drain's grace, giving back the leases of any still running.
@@ -269,32 +273,22 @@ function deliverInBackground(
   metrics: ServiceMetrics,
   now: () => Date,
   tracing: Tracing | undefined,
-): Deliverer {
-  const { timeoutMs, retrySchedule, disableAfterMs, concurrencyPerEndpoint, deliveryShare, policy } =
-    config.webhooks;
-  const deliverer = new Deliverer({
-    store: storage.webhooks,
-    sender: new WebhookSender(policy, { timeoutMs, connectionsPerEndpoint: concurrencyPerEndpoint }),
-    schedule: retrySchedule,
-    timeoutMs,
-    disableAfterMs,
-    concurrencyPerEndpoint,
-    share: deliveryShare,
+): void {
+  const deliverer = newDeliverer(config, storage.webhooks, {
     now,
     log: app.log,
+    metrics: deliveryMetrics(metrics),
     tracer: tracing?.deliveries,
-    metrics: {
-      attempted: (outcome, seconds) => {
-        metrics.webhookDeliveries.inc({ outcome });
-        metrics.webhookAttemptDuration.observe(seconds);
-      },
-      disabled: (reason) => metrics.webhookEndpointsDisabled.inc({ reason }),
-      delivered: (lagSeconds) => metrics.webhookDeliveryLag.observe(lagSeconds),
-    },
   });
   app.addHook('onReady', async () => deliverer.start());
   app.addHook('onClose', () => deliverer.stop(DRAIN_GRACE_MS));
-  return deliverer;
+}
+
+/** As deliverInBackground, on a thread of its own (delivery-thread.ts): started with the node, stopped with it. */
+function deliverOnThread(app: FastifyInstance, config: Config, metrics: ServiceMetrics): void {
+  const thread = new DeliveryThread({ variables: config.variables }, deliveryMetrics(metrics), app.log);
+  app.addHook('onReady', () => thread.start());
+  app.addHook('onClose', () => thread.stop(DRAIN_GRACE_MS));
 }
 
 /** Events older than EVENT_RETENTION_DAYS go, a bounded batch per transaction so no delete holds a lock for long. */

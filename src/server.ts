@@ -60,7 +60,8 @@ export async function startServer(
     return closing;
   };
   try {
-    app = await buildApp({ config, storage, tracing, role });
+    // Serving both, deliveries run on a thread of their own (delivery-thread.ts).
+    app = await buildApp({ config, storage, tracing, role, deliveryThread: true });
     // The first line of every start: which build runs, on which Node.js, in which role.
     app.log.info(
       { version: VERSION, node: NODE_VERSION, role },

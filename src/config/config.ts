@@ -277,13 +277,6 @@ const EnvSchema = Type.Object({
     description:
       'An endpoint whose deliveries have all failed for this long, with no success between, is disabled (disabledReason "failing").',
   }),
-  WEBHOOK_DELIVERY_SHARE: Type.Number({
-    minimum: 0.01,
-    maximum: 0.9,
-    default: 0.2,
-    description:
-      'The share of a busy node that webhook deliveries get whenever some are due (serve --role all): requests saturating the node wait that share of the time; fanning events out to endpoints never takes more.',
-  }),
   WEBHOOK_CONCURRENCY_PER_ENDPOINT: Type.Integer({
     minimum: 1,
     maximum: 64,
@@ -343,14 +336,14 @@ export interface Config {
   eventRetentionDays: number;
   /** Live event streams: unsent bytes before a stream is closed, and streams per key on a node. */
   eventStreams: { bufferBytes: number; maxPerKey: number; keepAliveMs: number };
+  /** The configuration's variables as given (those it knows, set): what a thread of this process loads its own from. */
+  variables: Readonly<Record<string, string>>;
   webhooks: {
     timeoutMs: number;
     /** Delays between attempts, in milliseconds. */
     retrySchedule: number[];
     disableAfterMs: number;
     concurrencyPerEndpoint: number;
-    /** The share of a busy node deliveries get while some are due (WEBHOOK_DELIVERY_SHARE). */
-    deliveryShare: number;
     /** Endpoints that may exist at once (WEBHOOK_MAX_ENDPOINTS). */
     maxEndpoints: number;
     /** Where deliveries may connect: public addresses, and WEBHOOK_ALLOWED_NETWORKS. */
@@ -404,12 +397,21 @@ function configAjv(): Ajv {
 }
 
 /** Reads and validates the configuration; throws ConfigError naming the offending variable. */
+/** Settings that were removed, and what replaced them: one still set is refused at start, naming it. */
+const REMOVED_VARIABLES: Record<string, string> = {
+  WEBHOOK_DELIVERY_SHARE:
+    "it was removed: in --role all, deliveries run on a thread of their own, with their own event loop and database connection, and need no share of the API's; unset it",
+};
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  for (const [name, why] of Object.entries(REMOVED_VARIABLES))
+    if (env[name] !== undefined) throw new ConfigError(`invalid configuration: ${name}: ${why}`);
   let parsed: Env;
+  const variables = pickKnown(env);
   try {
     parsed = envSchema<Env>({
       schema: validation.schema,
-      data: pickKnown(env),
+      data: variables,
       env: false,
       ajv: configAjv(),
     });
@@ -455,6 +457,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           : Math.floor(getHeapStatistics().heap_size_limit * 0.9),
     },
     eventRetentionDays: parsed.EVENT_RETENTION_DAYS,
+    variables,
     eventStreams: {
       bufferBytes: parsed.EVENT_STREAM_BUFFER_BYTES,
       maxPerKey: parsed.EVENT_STREAM_MAX_PER_KEY,
@@ -465,7 +468,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       retrySchedule: parseRetrySchedule(parsed.WEBHOOK_RETRY_SCHEDULE),
       disableAfterMs: parseDurationMs(parsed.WEBHOOK_DISABLE_AFTER),
       concurrencyPerEndpoint: parsed.WEBHOOK_CONCURRENCY_PER_ENDPOINT,
-      deliveryShare: parsed.WEBHOOK_DELIVERY_SHARE,
       maxEndpoints: parsed.WEBHOOK_MAX_ENDPOINTS,
       policy: new NetworkPolicy(allowedNetworks(parsed.WEBHOOK_ALLOWED_NETWORKS)),
     },

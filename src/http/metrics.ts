@@ -59,11 +59,6 @@ export class ServiceMetrics {
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600],
     registers: [this.registry],
   });
-  readonly webhookDeliveryShare = new Counter({
-    name: 'petstore_webhook_delivery_share_seconds_total',
-    help: 'Time new requests waited so that webhook deliveries got their share of a saturated node (WEBHOOK_DELIVERY_SHARE).',
-    registers: [this.registry],
-  });
   readonly webhookEndpointsDisabled = new Counter({
     name: 'petstore_webhook_endpoints_disabled_total',
     help: 'Webhook endpoints disabled, by reason: failing (every delivery failed for WEBHOOK_DISABLE_AFTER) or gone (410).',

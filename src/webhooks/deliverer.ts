@@ -35,8 +35,6 @@ export interface DelivererOptions {
   timeoutMs: number;
   disableAfterMs: number;
   concurrencyPerEndpoint: number;
-  /** WEBHOOK_DELIVERY_SHARE: the most of the time fanning out may take, where it holds the writer. */
-  share: number;
   now: () => Date;
   log: DelivererLog;
   metrics?: DelivererMetrics | undefined;
@@ -48,11 +46,12 @@ export interface DelivererOptions {
 /**
  * Fanning out: events given their deliveries per transaction. With a hundred endpoints an event is a
  * hundred rows; a batch of 100 events is at most 10,000 rows, a few milliseconds of SQLite's one
- * writer. After a fan-out that took t, the next waits t / share - t, so fanning out back to back cannot
- * take more than the delivery tier's share of the node (with 100 endpoints and no bound, creates fell
- * to 0.46 of their rate).
+ * writer. After a fan-out that took t, the next waits t / FAN_OUT_SHARE - t, so fanning out back to
+ * back never holds the writer that creates wait for more than a fifth of the time (with 100 endpoints
+ * and no bound, creates fell to 0.46 of their rate). On a server database it runs beside the changes.
  */
 const FAN_OUT_BATCH = 100;
+const FAN_OUT_SHARE = 0.2;
 /**
  * Rounds (a fan-out, a claim) start at most this often: a node taking creates is woken by each, and a
  * round per create doubled the database work of a create (a claim is a write transaction). Deliveries
@@ -120,11 +119,6 @@ export class Deliverer {
   wake(): void {
     this.#woken = true;
     this.#wake?.();
-  }
-
-  /** Whether deliveries wait on this process: held, known to be due, or events not fanned out yet. */
-  owed(): boolean {
-    return this.#queues.held > 0 || this.#moreDue || this.#fanOutLeft;
   }
 
   /**
@@ -252,14 +246,14 @@ export class Deliverer {
       });
   }
 
-  /** The events committed since the last look get their deliveries, a batch at a time, within a share of the time. */
+  /** The events committed since the last look get their deliveries, a batch at a time, within FAN_OUT_SHARE of the time. */
   async #fanOut(): Promise<void> {
     const started = performance.now();
     if (!this.#fanOutLeft || started < this.#fanOutAt) return;
     const events = await this.#o.store.fanOut(FAN_OUT_BATCH);
     const took = performance.now() - started;
     this.#fanOutLeft = events === FAN_OUT_BATCH;
-    this.#fanOutAt = started + (this.#o.store.fanOutHoldsWriter ? took / this.#o.share : took);
+    this.#fanOutAt = started + (this.#o.store.fanOutHoldsWriter ? took / FAN_OUT_SHARE : took);
   }
 
   #sleep(ms: number): Promise<void> {

@@ -29,9 +29,15 @@ test('when no event or webhook setting is given, then the documented defaults ap
     assert.equal(config.webhooks.policy.permits(address), true, address);
 });
 
-test('when WEBHOOK_DELIVERY_SHARE is unset, then deliveries get 0.2 of a saturated node; a share given is kept', () => {
-  assert.equal(loadConfig({}).webhooks.deliveryShare, 0.2);
-  assert.equal(loadConfig({ WEBHOOK_DELIVERY_SHARE: '0.35' }).webhooks.deliveryShare, 0.35);
+test('when WEBHOOK_DELIVERY_SHARE, a removed setting, is still set, then the start is refused naming it and what replaced it', () => {
+  assert.throws(
+    () => loadConfig({ WEBHOOK_DELIVERY_SHARE: '0.35' }),
+    (error: Error) =>
+      error instanceof ConfigError &&
+      error.message ===
+        "invalid configuration: WEBHOOK_DELIVERY_SHARE: it was removed: in --role all, deliveries run on a thread of their own, with their own event loop and database connection, and need no share of the API's; unset it",
+  );
+  assert.equal(loadConfig({}).webhooks.concurrencyPerEndpoint, 4, 'unset, nothing is refused');
 });
 
 test('when networks are allowed, then addresses inside them are permitted and others still refused', () => {
@@ -60,9 +66,6 @@ test('when a setting is bad, then the start stops with one message naming it', (
       '0',
       /WEBHOOK_CONCURRENCY_PER_ENDPOINT must be an integer from 1 to 64/,
     ],
-    ['WEBHOOK_DELIVERY_SHARE', '0', /WEBHOOK_DELIVERY_SHARE must be a number from 0\.01 to 0\.9/],
-    ['WEBHOOK_DELIVERY_SHARE', '1.5', /WEBHOOK_DELIVERY_SHARE must be a number from 0\.01 to 0\.9/],
-    ['WEBHOOK_DELIVERY_SHARE', 'half', /WEBHOOK_DELIVERY_SHARE must be a number from 0\.01 to 0\.9/],
     ['EVENT_RETENTION_DAYS', '0', /EVENT_RETENTION_DAYS must be an integer from 1 to 36500/],
   ] as const) {
     assert.throws(

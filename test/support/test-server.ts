@@ -55,6 +55,8 @@ export interface TestServerOptions {
   wrapStorage?: (storage: Storage) => Storage;
   /** `serve --role`: a delivery process serves no API (and so no OpenAPI document: the file's is checked against). */
   role?: AppOptions['role'];
+  /** `--role all` delivering on a thread of its own, as `petstore serve` does (it ignores `now` and `wrapStorage`). */
+  deliveryThread?: boolean;
 }
 
 export function testConfig(url: string, env: Record<string, string> = {}): Config {
@@ -108,6 +110,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     ...(options.now ? { now: options.now } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
     ...(options.role ? { role: options.role } : {}),
+    ...(options.deliveryThread ? { deliveryThread: true } : {}),
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();

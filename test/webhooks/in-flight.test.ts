@@ -48,7 +48,6 @@ test('when the outcomes of answered attempts wait to be written, then more deliv
     timeoutMs: 10_000,
     disableAfterMs: 86_400_000,
     concurrencyPerEndpoint: 4,
-    share: 1,
     now: () => new Date(),
     log: { info: () => undefined, warn: () => undefined },
   });

@@ -1,0 +1,98 @@
+import { Worker } from 'node:worker_threads';
+import type { DelivererLog, DelivererMetrics } from './deliverer.js';
+
+/** What the thread is started with: the configuration's variables, from which it loads its own. */
+export interface DeliveryThreadData {
+  variables: Readonly<Record<string, string>>;
+}
+
+/** What the thread counted since its last message: each attempt's outcome and seconds, each disabling, each 2xx's lag. */
+export interface MetricsBatch {
+  attempted: [Parameters<DelivererMetrics['attempted']>[0], number][];
+  disabled: string[];
+  delivered: number[];
+}
+
+export type FromDeliveryThread = { type: 'started' } | { type: 'metrics'; batch: MetricsBatch };
+export type ToDeliveryThread = { type: 'stop'; graceMs: number };
+
+/** After the grace, how long a stopping thread has to give its leases back and close before it is ended. */
+const STOP_MARGIN_MS = 5_000;
+/** A thread that died is started again after this long. */
+const RESTART_MS = 1_000;
+
+/**
+ * A `--role all` process's deliveries, on a thread of their own (delivery-thread-main.ts): the API's
+ * event loop and the deliveries' never wait on each other. Started with the node, stopped with it
+ * (giving back its leases as a `--role deliver` process does); one that dies is logged and started again.
+ */
+export class DeliveryThread {
+  readonly #data: DeliveryThreadData;
+  readonly #metrics: DelivererMetrics;
+  readonly #log: DelivererLog & { error(object: object, message: string): void };
+  #worker: Worker | undefined;
+  #stopping = false;
+
+  constructor(
+    data: DeliveryThreadData,
+    metrics: DelivererMetrics,
+    log: DelivererLog & { error(object: object, message: string): void },
+  ) {
+    this.#data = data;
+    this.#metrics = metrics;
+    this.#log = log;
+  }
+
+  /** Resolves once the thread has opened its database and delivers; rejects if it could not. */
+  start(): Promise<void> {
+    const worker = new Worker(new URL('./delivery-thread-main.js', import.meta.url), {
+      workerData: this.#data,
+    });
+    this.#worker = worker;
+    worker.on('message', (message: FromDeliveryThread) => {
+      if (message.type === 'metrics') this.#count(message.batch);
+    });
+    return new Promise((resolve, reject) => {
+      const started = (message: FromDeliveryThread) => {
+        if (message.type !== 'started') return;
+        worker.off('message', started);
+        worker.off('error', failed);
+        worker.on('exit', (code) => this.#exited(worker, code));
+        worker.on('error', (error) => this.#log.error({ err: error }, 'the delivery thread failed'));
+        resolve();
+      };
+      const failed = (error: Error) => reject(error);
+      worker.on('message', started);
+      worker.once('error', failed);
+    });
+  }
+
+  /** Takes no new attempt; those under way get `graceMs`, then their leases are given back. */
+  async stop(graceMs: number): Promise<void> {
+    this.#stopping = true;
+    const worker = this.#worker;
+    if (!worker) return;
+    const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+    worker.postMessage({ type: 'stop', graceMs } satisfies ToDeliveryThread);
+    const late = setTimeout(() => void worker.terminate(), graceMs + STOP_MARGIN_MS);
+    await exited;
+    clearTimeout(late);
+  }
+
+  #exited(worker: Worker, code: number): void {
+    if (this.#stopping || worker !== this.#worker) return;
+    this.#log.error({ code }, 'the delivery thread ended: starting it again');
+    setTimeout(() => {
+      if (this.#stopping) return;
+      this.start().catch((error: unknown) =>
+        this.#log.error({ err: error }, 'the delivery thread could not start again'),
+      );
+    }, RESTART_MS).unref();
+  }
+
+  #count({ attempted, disabled, delivered }: MetricsBatch): void {
+    for (const [outcome, seconds] of attempted) this.#metrics.attempted(outcome, seconds);
+    for (const reason of disabled) this.#metrics.disabled(reason);
+    for (const lag of delivered) this.#metrics.delivered(lag);
+  }
+}
