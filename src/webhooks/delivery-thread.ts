@@ -30,6 +30,7 @@ export class DeliveryThread {
   readonly #data: DeliveryThreadData;
   readonly #metrics: DelivererMetrics;
   readonly #log: DelivererLog & { error(object: object, message: string): void };
+  readonly #entry: URL;
   #worker: Worker | undefined;
   #stopping = false;
 
@@ -37,7 +38,10 @@ export class DeliveryThread {
     data: DeliveryThreadData,
     metrics: DelivererMetrics,
     log: DelivererLog & { error(object: object, message: string): void },
+    /** The thread's code: delivery-thread-main.ts (a test gives one that ends, to see it started again). */
+    entry = new URL('./delivery-thread-main.js', import.meta.url),
   ) {
+    this.#entry = entry;
     this.#data = data;
     this.#metrics = metrics;
     this.#log = log;
@@ -45,9 +49,7 @@ export class DeliveryThread {
 
   /** Resolves once the thread has opened its database and delivers; rejects if it could not. */
   start(): Promise<void> {
-    const worker = new Worker(new URL('./delivery-thread-main.js', import.meta.url), {
-      workerData: this.#data,
-    });
+    const worker = new Worker(this.#entry, { workerData: this.#data });
     this.#worker = worker;
     worker.on('message', (message: FromDeliveryThread) => {
       if (message.type === 'metrics') this.#count(message.batch);
