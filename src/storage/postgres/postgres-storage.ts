@@ -14,7 +14,6 @@ import type {
   Storage,
 } from '../../domain/storage.js';
 import type { WebhookStore } from '../../domain/webhooks.js';
-import { wrapMethods } from '../intercept-errors.js';
 import { toStorageError, translateUnavailable } from '../unavailable.js';
 import { PostgresApiKeyStore } from './api-keys.js';
 import { isPostgresUnavailable } from './errors.js';
@@ -26,7 +25,7 @@ import { PostgresOrderStore } from './orders.js';
 import { PostgresPetStore } from './pets.js';
 import { ReadRouter } from './replicas.js';
 import { PostgresSecrets } from './secrets.js';
-import { followCommits, type ReadPool } from './transaction.js';
+import { followWrites, type ReadPool, type WriteFollower } from './transaction.js';
 import { PostgresWebhookStore } from './webhooks.js';
 import {
   MemoryWritePositions,
@@ -56,45 +55,15 @@ export interface PostgresOptions {
  */
 const writePositionTtlMs = (maxLagMs: number) => Math.max(30_000, maxLagMs * 10);
 
-/** These writes commit through inTransaction, whose commits report the position (followCommits). */
-const FOLLOWED_WRITES = {
-  pets: ['create'],
-  orders: ['place', 'settle'],
-  webhooks: ['createEndpoint', 'startRecovery'],
-} as const;
-/** These are one statement each, committed on their own: the position is asked for after them. */
-const OTHER_WRITES = {
-  webhooks: ['deleteEndpoint', 'enableEndpoint', 'rotateSecret', 'retryDelivery', 'updateEndpoint'],
-} as const;
-
-/**
- * The store, with each write by a caller (in a read scope) recording, once it has committed and before
- * it resolves (so before the client hears of it), the primary's position for the caller's key.
- */
-function recordingWrites<T extends object>(
-  store: T,
-  followed: readonly string[],
-  other: readonly string[],
-  router: ReadRouter,
-  lastCommit: () => bigint,
-): T {
-  return wrapMethods(store, (call, method) => {
-    const position = followed.includes(method)
-      ? async () => lastCommit()
-      : other.includes(method)
-        ? // Asked after the write committed: a failure must not fail the write. Not knowing, the key's
-          // reads go to the primary until its position expires.
-          () => router.primaryPosition().catch(() => UNKNOWN_POSITION)
-        : undefined;
-    if (!position) return (...args) => call(args);
-    return async (...args) => {
-      // Read now, in the caller's context: a create joins a batch committed from another.
-      const scope = currentReadScope();
-      const result = await call(args);
-      if (scope) await router.wrote(scope.key, await position());
-      return result;
-    };
-  });
+/** Records each write of a caller in a read scope, for its key, on the replicas' router. */
+function writesFollowedBy(router: ReadRouter): WriteFollower {
+  return {
+    writer: () => currentReadScope()?.key,
+    wrote: (key, lsn) => router.wrote(key, lsn),
+    // Asked after the write committed: a failure must not fail the write. Not knowing, the key's
+    // reads go to the primary until its position expires.
+    position: () => router.primaryPosition().catch(() => UNKNOWN_POSITION),
+  };
 }
 
 /**
@@ -202,29 +171,17 @@ export class PostgresStorage implements Storage {
     this.#router = router;
     this.schema = schema;
     const reads: ReadPool = router ?? pool;
-    let lastCommit = 0n;
-    if (router)
-      followCommits(pool, (lsn) => {
-        if (lsn > lastCommit) lastCommit = lsn;
-      });
-    const recording = <T extends object>(store: T, name: 'pets' | 'orders' | 'webhooks'): T =>
-      router
-        ? recordingWrites(
-            store,
-            FOLLOWED_WRITES[name],
-            name === 'webhooks' ? OTHER_WRITES.webhooks : [],
-            router,
-            () => lastCommit,
-          )
-        : store;
-    const idempotency = new PostgresIdempotencyStore(pool);
-    this.pets = recording(
-      translateUnavailable(new PostgresPetStore(pool, idempotency.pets, reads), isPostgresUnavailable),
-      'pets',
+    // With replicas, the stores write through a pool whose every write records, for the caller in a
+    // read scope, the primary's position once committed (read-your-writes): whatever the method.
+    const writes = router ? followWrites(pool, writesFollowedBy(router)) : pool;
+    const idempotency = new PostgresIdempotencyStore(writes);
+    this.pets = translateUnavailable(
+      new PostgresPetStore(writes, idempotency.pets, reads),
+      isPostgresUnavailable,
     );
-    this.orders = recording(
-      translateUnavailable(new PostgresOrderStore(pool, idempotency.orders, reads), isPostgresUnavailable),
-      'orders',
+    this.orders = translateUnavailable(
+      new PostgresOrderStore(writes, idempotency.orders, reads),
+      isPostgresUnavailable,
     );
     // A lookup is a round trip here: a key found active is trusted for KEY_CACHE_TTL_MS.
     this.apiKeys = new ApiKeyCache(
@@ -235,12 +192,12 @@ export class PostgresStorage implements Storage {
     this.idempotency = translateUnavailable(idempotency, isPostgresUnavailable);
     this.#notifications = new PostgresNotifications(url);
     this.events = translateUnavailable(
-      new PostgresEventStore(pool, this.#notifications, reads),
+      new PostgresEventStore(writes, this.#notifications, reads),
       isPostgresUnavailable,
     );
-    this.webhooks = recording(
-      translateUnavailable(new PostgresWebhookStore(pool, this.#notifications, reads), isPostgresUnavailable),
-      'webhooks',
+    this.webhooks = translateUnavailable(
+      new PostgresWebhookStore(writes, this.#notifications, reads),
+      isPostgresUnavailable,
     );
     this.#secrets = translateUnavailable(new PostgresSecrets(pool), isPostgresUnavailable);
   }
