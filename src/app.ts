@@ -56,6 +56,7 @@ import { streamSlots } from './http/stream-slots.js';
 import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
 import { directInfoLines, loggerOptions } from './logging.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
+import type { SharedRedis } from './redis.js';
 import type { Tracing } from './tracing/tracing.js';
 import { Deliverer } from './webhooks/deliverer.js';
 import { WebhookSender } from './webhooks/sender.js';
@@ -74,6 +75,11 @@ export interface AppOptions {
   logger?: FastifyServerOptions['logger'] | FastifyServerOptions['loggerInstance'];
   /** Tracing, when it is on (server.ts starts it): spans of requests, storage calls and deliveries. */
   tracing?: Tracing | undefined;
+  /**
+   * The service's Redis (REDIS_URL), opened once by whoever opened the storage (server.ts), which shares
+   * it: required when REDIS_URL is set. Its failures are logged and counted here.
+   */
+  redis?: SharedRedis | undefined;
 }
 
 const SHARED_SCHEMAS = [
@@ -99,7 +105,10 @@ export async function buildApp({
   role = 'all',
   logger,
   tracing,
+  redis,
 }: AppOptions) {
+  if (config.redisUrl && !redis)
+    throw new Error('REDIS_URL is set: buildApp needs the Redis it opens (openRedis)');
   // The service's own logger, unless one was given: its request lines are written as text (request-log.ts).
   const ownLogger = logger === undefined ? await loggerOptions(config) : undefined;
   const app = Fastify({
@@ -154,6 +163,8 @@ export async function buildApp({
   }
 
   const metrics = new ServiceMetrics(storage);
+  // Whichever part fails (the connection, the write positions), logged once per outage and counted.
+  redis?.health.report({ log: app.log, errors: metrics.redisErrors });
   // One line per change of a replica's state, never one per query.
   storage.watchReplicas?.((change) =>
     change.setAside
@@ -177,7 +188,7 @@ export async function buildApp({
     lastUse.used(hash, at),
   );
   pruneExpiredIdempotencyKeys(app, () => pruneIdempotencyKeys(store.idempotency, now()));
-  const buckets = await openTokenBuckets(config, app, now);
+  const buckets = await openTokenBuckets(config, app, now, redis);
   const feed = new EventFeed(store.events);
   const replicas = storage.readStats?.() !== undefined;
   const streams = new EventStreams({
@@ -323,15 +334,14 @@ async function openTokenBuckets(
   config: Config,
   app: FastifyInstance,
   now: () => Date,
+  redis: SharedRedis | undefined,
 ): Promise<TokenBuckets | undefined> {
   if (config.rateLimit.perSecond === 0) return undefined;
   let buckets: TokenBuckets;
-  if (config.redisUrl) {
-    // Loaded only when used: ioredis would add about 20 MiB to every process that does not use it.
+  if (redis) {
+    // Loaded only when used, as ioredis is (redis.ts).
     const { RedisBuckets } = await import('./rate-limit/redis-buckets.js');
-    buckets = await RedisBuckets.connect(config.redisUrl, (error) =>
-      app.log.debug({ err: error }, 'redis connection error'),
-    );
+    buckets = new RedisBuckets(redis.client);
   } else {
     // The service's clock, which tests set (Redis keeps its own).
     buckets = new MemoryBuckets(() => now().getTime());

@@ -34,6 +34,12 @@ export class ServiceMetrics {
     help: 'Requests let through unlimited because the rate limiter (Redis) could not be asked.',
     registers: [this.registry],
   });
+  readonly redisErrors = new Counter({
+    name: 'petstore_redis_errors_total',
+    help: 'Failures of the Redis connection (source="connection": each failed connect or reconnect) and of the read replicas\' write positions kept there (source="write_positions": each command); rate limits count theirs in petstore_rate_limit_fail_open_total.',
+    labelNames: ['source'],
+    registers: [this.registry],
+  });
   readonly storageErrors = new Counter({
     name: 'petstore_storage_errors_total',
     help: 'Storage operations that failed, by operation.',

@@ -14,6 +14,7 @@ import type {
   Storage,
 } from '../../domain/storage.js';
 import type { WebhookStore } from '../../domain/webhooks.js';
+import type { SharedRedis } from '../../redis.js';
 import { toStorageError, translateUnavailable } from '../unavailable.js';
 import { PostgresApiKeyStore } from './api-keys.js';
 import { isPostgresUnavailable } from './errors.js';
@@ -46,7 +47,7 @@ export interface PostgresOptions {
   /** A replica further behind than this is not read from (DATABASE_REPLICA_MAX_LAG_MS). */
   replicaMaxLagMs?: number;
   /** Where keys' write positions are shared between nodes (REDIS_URL); this process only when unset. */
-  redisUrl?: string | undefined;
+  redis?: SharedRedis | undefined;
 }
 
 /**
@@ -119,16 +120,16 @@ async function openReplicas(primary: pg.Pool, options: PostgresOptions): Promise
   const maxLagMs = options.replicaMaxLagMs ?? 1_000;
   const ttlMs = writePositionTtlMs(maxLagMs);
   let positions: WritePositions;
-  if (options.redisUrl) {
+  if (options.redis) {
     // Prefixed with the primary's identity: two clusters sharing one Redis keep their positions apart.
     const { rows } = await primary.query<{ id: string }>(
       'SELECT system_identifier::text AS id FROM pg_control_system()',
     );
-    positions = await RedisWritePositions.connect(
-      options.redisUrl,
+    positions = new RedisWritePositions(
+      options.redis.client,
       `petstore:wal:${rows[0]?.id ?? ''}:`,
       ttlMs,
-      () => undefined,
+      options.redis.health,
     );
   } else {
     positions = new MemoryWritePositions(ttlMs);
