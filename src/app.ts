@@ -176,8 +176,14 @@ export async function buildApp({
   );
   metrics.watchConnections(app.server as GuardedServer);
   await app.register(metricsEndpoint, { metrics, route: config.metrics === undefined });
-  const counted = metrics.instrument(storage, new StorageOutage(app.log));
-  const store = tracing ? tracing.storage.instrument(counted) : counted;
+  // One wrapper per store around every call the app makes: errors counted, outages logged, and with
+  // tracing a span per call (storage/boundary.ts).
+  const spans = tracing?.storage;
+  const store = metrics.instrument(
+    storage,
+    new StorageOutage(app.log),
+    spans && ((operation, run) => spans.around(operation, run)),
+  );
   const links = new Links(config.publicBaseUrl);
   const cursorSecret = await store.sharedSecret('cursor');
   const catalog = new PetCatalog(store.pets, new CursorCodec(cursorSecret), now);

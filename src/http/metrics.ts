@@ -6,7 +6,7 @@ import { Type } from 'typebox';
 import { StorageUnavailableError } from '../domain/errors.js';
 import type { ReadStats, Storage } from '../domain/storage.js';
 import type { PendingDeliveries } from '../domain/webhooks.js';
-import { interceptErrors } from '../storage/intercept-errors.js';
+import { type StorageBoundaryJobs, storageBoundary } from '../storage/boundary.js';
 import { NODE_VERSION, VERSION } from '../version.js';
 import type { GuardedServer } from './connections.js';
 import { EVENT_STREAM_TYPE } from './event-stream.js';
@@ -202,33 +202,21 @@ export class ServiceMetrics {
     });
   }
 
-  /** The same storage, with every failed operation counted, and outages told to `outage`. */
-  instrument(storage: Storage, outage: StorageOutage): Storage {
-    const watch = <T extends object>(target: T, area: string) =>
-      interceptErrors(
-        target,
-        (error, method) => {
-          this.storageErrors.inc({ operation: `${area}.${method}` });
-          if (error instanceof StorageUnavailableError) outage.failed(error);
-          throw error;
-        },
-        () => {
-          if (outage.active) outage.recovered();
-        },
-      );
-    return {
-      pets: watch(storage.pets, 'pets'),
-      orders: watch(storage.orders, 'orders'),
-      apiKeys: watch(storage.apiKeys, 'apiKeys'),
-      idempotency: watch(storage.idempotency, 'idempotency'),
-      events: watch(storage.events, 'events'),
-      webhooks: watch(storage.webhooks, 'webhooks'),
-      schema: storage.schema,
-      sharedSecret: (name) => storage.sharedSecret(name),
-      ping: () => storage.ping(),
-      analyze: () => storage.analyze(),
-      close: () => storage.close(),
-    };
+  /**
+   * The same storage, with every failed operation counted, outages told to `outage`, and each call run
+   * by `around` when given (tracing's spans): one wrapper per store doing all of it (boundary.ts).
+   */
+  instrument(storage: Storage, outage: StorageOutage, around?: StorageBoundaryJobs['around']): Storage {
+    return storageBoundary(storage, {
+      failed: (operation, error) => {
+        this.storageErrors.inc({ operation });
+        if (error instanceof StorageUnavailableError) outage.failed(error);
+      },
+      succeeded: () => {
+        if (outage.active) outage.recovered();
+      },
+      ...(around ? { around } : {}),
+    });
   }
 }
 
