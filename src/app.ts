@@ -57,6 +57,7 @@ import { createValidatorCompiler, describeValidationErrors } from './http/valida
 import { directInfoLines, loggerOptions } from './logging.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
 import type { SharedRedis } from './redis.js';
+import { replicaReads } from './storage/replica-reads.js';
 import type { Tracing } from './tracing/tracing.js';
 import { Deliverer } from './webhooks/deliverer.js';
 import { WebhookSender } from './webhooks/sender.js';
@@ -166,7 +167,9 @@ export async function buildApp({
   // Whichever part fails (the connection, the write positions), logged once per outage and counted.
   redis?.health.report({ log: app.log, errors: metrics.redisErrors });
   // One line per change of a replica's state, never one per query.
-  storage.watchReplicas?.((change) =>
+  // Only PostgreSQL with DATABASE_REPLICA_URLS reads from replicas (replica-reads.ts).
+  const replicas = replicaReads(storage);
+  replicas?.watch((change) =>
     change.setAside
       ? app.log.warn(
           { replica: change.replica, err: change.error },
@@ -196,7 +199,6 @@ export async function buildApp({
   pruneExpiredIdempotencyKeys(app, () => pruneIdempotencyKeys(store.idempotency, now()));
   const buckets = await openTokenBuckets(config, app, now, redis);
   const feed = new EventFeed(store.events);
-  const replicas = storage.readStats?.() !== undefined;
   const streams = new EventStreams({
     live: new LiveEvents(store.events, {
       onError: (error) => app.log.warn({ err: error }, 'reading events for the live streams failed'),

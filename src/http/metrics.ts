@@ -4,9 +4,10 @@ import fp from 'fastify-plugin';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { Type } from 'typebox';
 import { StorageUnavailableError } from '../domain/errors.js';
-import type { ReadStats, Storage } from '../domain/storage.js';
+import type { Storage } from '../domain/storage.js';
 import type { PendingDeliveries } from '../domain/webhooks.js';
 import { type StorageBoundaryJobs, storageBoundary } from '../storage/boundary.js';
+import { type ReplicaReads, replicaReads } from '../storage/replica-reads.js';
 import { NODE_VERSION, VERSION } from '../version.js';
 import type { GuardedServer } from './connections.js';
 import { EVENT_STREAM_TYPE } from './event-stream.js';
@@ -142,13 +143,13 @@ export class ServiceMetrics {
         },
       });
     }
-    const reads = storage.readStats?.();
-    if (reads) this.#watchReplicas(storage);
+    const replicas = replicaReads(storage);
+    if (replicas) this.#watchReplicas(replicas);
   }
 
   /** With replicas (DATABASE_REPLICA_URLS): where the API's reads went, each replica's lag and state. */
-  #watchReplicas(storage: Storage): void {
-    const stats = () => storage.readStats?.() as ReadStats;
+  #watchReplicas(replicas: ReplicaReads): void {
+    const stats = () => replicas.stats();
     new Counter({
       name: 'petstore_db_reads_total',
       help: "The API's reads (GET, HEAD), by where they were served: a replica fresh enough for the caller, else the primary.",

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import type { ReadStats } from '../../src/domain/storage.js';
 import { openStorage } from '../../src/storage/open-storage.js';
+import { type ReadStats, replicaReads } from '../../src/storage/replica-reads.js';
 import { createSchema, type ThrowawayDatabase } from '../../support/postgres-admin.js';
 import { type ReplicationPair, replicationPair } from '../../support/postgres-replication.js';
 import { oneLineFailure, runInProcess } from '../support/cli.js';
@@ -58,7 +58,7 @@ describe('read replicas (a real primary and streaming replica)', () => {
     await schema?.drop();
   });
 
-  const stats = (node: TestServer) => node.storage.readStats?.() as ReadStats;
+  const stats = (node: TestServer) => replicaReads(node.storage)?.stats() as ReadStats;
   const petsById = (node: TestServer, key: string, id: string) =>
     node.request('GET', `/v1/pets?id=${id}`, { key, timeoutMs: ANSWER_MS });
 

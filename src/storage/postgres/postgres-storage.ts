@@ -1,20 +1,18 @@
 import pg from 'pg';
 import { ApiKeyCache } from '../../domain/api-key-cache.js';
 import type { EventStore } from '../../domain/events.js';
-import { currentReadScope } from '../../domain/read-scope.js';
 import type {
   ApiKeyStore,
   IdempotencyStore,
   OrderStore,
   PetStore,
   PoolStats,
-  ReadStats,
-  ReplicaChange,
   SchemaVersions,
   Storage,
 } from '../../domain/storage.js';
 import type { WebhookStore } from '../../domain/webhooks.js';
 import type { SharedRedis } from '../../redis.js';
+import { offerReplicaReads } from '../replica-reads.js';
 import { toStorageError, translateUnavailable } from '../unavailable.js';
 import { PostgresApiKeyStore } from './api-keys.js';
 import { isPostgresUnavailable } from './errors.js';
@@ -24,6 +22,7 @@ import { migrate } from './migrations.js';
 import { PostgresNotifications } from './notifications.js';
 import { PostgresOrderStore } from './orders.js';
 import { PostgresPetStore } from './pets.js';
+import { currentReadScope } from './read-scope.js';
 import { ReadRouter } from './replicas.js';
 import { PostgresSecrets } from './secrets.js';
 import { followWrites, type ReadPool, type WriteFollower } from './transaction.js';
@@ -201,6 +200,9 @@ export class PostgresStorage implements Storage {
       isPostgresUnavailable,
     );
     this.#secrets = translateUnavailable(new PostgresSecrets(pool), isPostgresUnavailable);
+    // Where reads were served, and each replica's state: for the app's metrics and log (replica-reads.ts).
+    if (router)
+      offerReplicaReads(this, { stats: () => router.stats(), watch: (listener) => router.watch(listener) });
   }
 
   /** Connects and applies pending migrations; rejects when the database cannot be reached. */
@@ -222,15 +224,6 @@ export class PostgresStorage implements Storage {
     const pool = newPool(url, options);
     const router = await openReplicas(pool, options);
     return new PostgresStorage(pool, url, schema, options.now, router);
-  }
-
-  /** Reads by where they were served, and each replica's state; undefined without replicas. */
-  readStats(): ReadStats | undefined {
-    return this.#router?.stats();
-  }
-
-  watchReplicas(listener: (change: ReplicaChange) => void): void {
-    this.#router?.watch(listener);
   }
 
   sharedSecret(name: string): Promise<Buffer> {
