@@ -56,7 +56,7 @@ import { streamSlots } from './http/stream-slots.js';
 import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
 import { directInfoLines, loggerOptions } from './logging.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
-import type { SharedRedis } from './redis.js';
+import { redisWanted, type SharedRedis } from './redis.js';
 import { replicaReads } from './storage/replica-reads.js';
 import type { Tracing } from './tracing/tracing.js';
 import { Deliverer } from './webhooks/deliverer.js';
@@ -108,8 +108,8 @@ export async function buildApp({
   tracing,
   redis,
 }: AppOptions) {
-  if (config.redisUrl && !redis)
-    throw new Error('REDIS_URL is set: buildApp needs the Redis it opens (openRedis)');
+  if (redisWanted(config) && !redis)
+    throw new Error('REDIS_URL is set and used: buildApp needs the Redis opened for it (openRedis)');
   // The service's own logger, unless one was given: its request lines are written as text (request-log.ts).
   const ownLogger = logger === undefined ? await loggerOptions(config) : undefined;
   const app = Fastify({

@@ -57,6 +57,22 @@ export class RedisHealth {
   }
 }
 
+/**
+ * Whether the service uses the REDIS_URL it is given: for shared rate limits (RATE_LIMIT_PER_SECOND
+ * above 0) or the read replicas' write positions (DATABASE_REPLICA_URLS). Otherwise no connection is
+ * opened and ioredis is not loaded.
+ */
+export function redisWanted(config: {
+  redisUrl: string | undefined;
+  rateLimit: { perSecond: number };
+  databaseReplicaUrls: readonly string[];
+}): string | undefined {
+  if (!config.redisUrl) return undefined;
+  return config.rateLimit.perSecond > 0 || config.databaseReplicaUrls.length > 0
+    ? config.redisUrl
+    : undefined;
+}
+
 /** A Redis command that does not answer this fast counts as failed: its caller falls back. */
 const COMMAND_TIMEOUT_MS = 500;
 

@@ -6,7 +6,7 @@ import { ensureFirstApiKey } from './domain/api-keys.js';
 import type { ApiKeyStore } from './domain/storage.js';
 import type { GuardedServer } from './http/connections.js';
 import { listenForMetrics, type MetricsListener } from './http/metrics-listener.js';
-import { openRedis } from './redis.js';
+import { openRedis, redisWanted } from './redis.js';
 import { databaseKind, databaseLocation, openStorage } from './storage/open-storage.js';
 import type { Tracing } from './tracing/tracing.js';
 import { tracingWanted } from './tracing/wanted.js';
@@ -43,7 +43,8 @@ export async function startServer(
     : undefined;
   // The one connection to Redis, when REDIS_URL is set: the storage's write positions and the app's rate
   // limits share it (redis.ts).
-  const redis = config.redisUrl ? await openRedis(config.redisUrl) : undefined;
+  const redisUrl = redisWanted(config);
+  const redis = redisUrl ? await openRedis(redisUrl) : undefined;
   const storage = await openStorage(config, Date.now, redis).catch(async (error: unknown) => {
     await redis?.close();
     throw error;

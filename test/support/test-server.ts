@@ -5,7 +5,7 @@ import { parse } from 'lossless-json';
 import { type AppOptions, buildApp } from '../../src/app.js';
 import { type Config, loadConfig } from '../../src/config/config.js';
 import type { Storage } from '../../src/domain/storage.js';
-import { openRedis } from '../../src/redis.js';
+import { openRedis, redisWanted } from '../../src/redis.js';
 import { openStorage } from '../../src/storage/open-storage.js';
 import { type Backend, sqlite, type TestDatabase } from './backends.js';
 import { OpenApiContract } from './openapi-contract.js';
@@ -102,7 +102,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const config = testConfig(database.url, options.env);
   const now = options.now;
   // The same clock for the key cache as for the app: a test moving it moves both.
-  const redis = config.redisUrl ? await openRedis(config.redisUrl) : undefined;
+  const redisUrl = redisWanted(config);
+  const redis = redisUrl ? await openRedis(redisUrl) : undefined;
   const storage = await openStorage(config, now ? () => now().getTime() : Date.now, redis);
   const app = await buildApp({
     redis,

@@ -41,9 +41,9 @@ export function followWrites(pool: Pool, follower: WriteFollower): Pool {
   const state: Followed = { follower, lastCommit: 0n };
   const query = (...args: unknown[]) => {
     const result = (pool.query as (...args: unknown[]) => unknown)(...args);
-    if (!(result instanceof Promise) || !mayWrite(args[0])) return result;
+    if (!(result instanceof Promise)) return result;
     const writer = follower.writer();
-    if (writer === undefined) return result;
+    if (writer === undefined || !mayWrite(args[0])) return result;
     return result.then(async (settled: unknown) => {
       await follower.wrote(writer, await follower.position());
       return settled;
