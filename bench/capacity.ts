@@ -1,5 +1,5 @@
 /**
- * The capacity model's figures (docs/capacity.md): `npx tsx bench/capacity.ts [--seconds 3] [--size 10000]`.
+ * The capacity model's figures (docs/capacity.md): `npm run bench -- capacity [--seconds 3] [--size 10000]`.
  *
  * On a real primary and streaming replica (support/postgres-replication.ts), one `petstore serve` with
  * the replica in DATABASE_REPLICA_URLS and key positions in the local Redis. For each operation, alone,

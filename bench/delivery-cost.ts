@@ -1,5 +1,5 @@
 /**
- * What one delivery costs a `--role deliver` process: `npx tsx bench/delivery-cost.ts [--deliveries N]
+ * What one delivery costs a `--role deliver` process: `npm run bench -- delivery-cost [--deliveries N]
  * [--rounds R] [--backend sqlite|postgres] [--postgres-url URL] [--cli other/dist/cli/main.js]
  * [--profile dir] [--floor]`.
  *

@@ -1,5 +1,5 @@
 /**
- * The delivery-lag scenario (`npm run bench -- --scenarios delivery-lag`): how timely webhooks are under
+ * The delivery-lag scenario (`npm run bench -- delivery-lag`, i.e. `--scenarios delivery-lag`): how timely webhooks are under
  * writes. One endpoint, in a receiver in this process that answers 204 at once and notes, per event, the
  * time from its `occurredAt` to its arrival. For each layout of processes:
  *
@@ -21,6 +21,7 @@ import {
   cpuMicros,
   definedOnly,
   freePort,
+  pinned,
   ROOT,
   runToEnd,
   stop,
@@ -177,10 +178,6 @@ async function paced(url: string, key: string, rate: number, seconds: number): P
 interface Service {
   url: string;
   children: ChildProcess[];
-}
-
-function pinned(cpu: string | undefined, argv: string[]): [string, string[]] {
-  return cpu ? ['taskset', ['-c', cpu, ...argv]] : [argv[0] as string, argv.slice(1)];
 }
 
 async function startLayout(

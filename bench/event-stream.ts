@@ -1,5 +1,6 @@
 /**
- * The live event stream's figures (`npx tsx bench/event-stream.ts`, after `npm run build`):
+ * The live event stream's figures (`npm run bench -- event-stream [--rate 50] [--seconds 10] [--reads 4000]`,
+ * after `npm run build`):
  *
  * 1. Latency, PostgreSQL: two `serve` processes on one database; creates paced at RATE per second (far
  *    from saturation) through node A while a stream is open on node B: the time from each 201 to the
@@ -13,6 +14,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { request } from 'node:http';
+import { parseArgs } from 'node:util';
 import { ServerSentEventParser } from '../packages/client/src/server-sent-events.js';
 import { createSchema } from '../support/postgres-admin.js';
 import {
@@ -28,9 +30,16 @@ import {
 } from './processes.js';
 
 const KEY = 'bench-event-stream-key-0123456789';
-const RATE = 50;
-const SECONDS = 10;
-const READS = 4_000;
+const { values: args } = parseArgs({
+  options: {
+    rate: { type: 'string', default: '50' },
+    seconds: { type: 'string', default: '10' },
+    reads: { type: 'string', default: '4000' },
+  },
+});
+const RATE = Number(args.rate);
+const SECONDS = Number(args.seconds);
+const READS = Number(args.reads);
 const POSTGRES = BENCH_POSTGRES_URL;
 
 async function serve(databaseUrl: string, args: string[] = [], extra: Record<string, string> = {}) {

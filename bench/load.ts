@@ -10,6 +10,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pinned } from './processes.js';
 import type { LoadSpec, TrafficPart } from './scenarios.js';
 
 export interface LoadResult {
@@ -140,7 +141,7 @@ function childCpuMicros(times: string): number {
 
 /**
  * Runs wrk for `spec.seconds` with one thread and `spec.connections` connections. `cpus`, when given,
- * pins wrk to those CPUs (taskset), away from the target's.
+ * pins wrk to those CPUs (processes.ts's pinned), away from the target's.
  */
 export async function runLoad(spec: LoadSpec, cpus?: string): Promise<LoadResult> {
   if (new URL(spec.url).hostname !== '127.0.0.1') throw new Error('load goes to 127.0.0.1 only');
@@ -149,8 +150,7 @@ export async function runLoad(spec: LoadSpec, cpus?: string): Promise<LoadResult
   try {
     const file = join(dir, 'load.lua');
     writeFileSync(file, script(spec, orderable));
-    const wrk = [
-      ...(cpus ? ['taskset', '-c', cpus] : []),
+    const [program, programArgs] = pinned(cpus, [
       'wrk',
       '-t1',
       `-c${spec.connections}`,
@@ -160,7 +160,8 @@ export async function runLoad(spec: LoadSpec, cpus?: string): Promise<LoadResult
       '-s',
       file,
       spec.url,
-    ];
+    ]);
+    const wrk = [program, ...programArgs];
     // The shell's `times` reports the CPU its children used, exactly (getrusage), once wrk has exited.
     const command = `${wrk.map((word) => `'${word}'`).join(' ')} > '${join(dir, 'out')}' && times > '${join(dir, 'times')}'`;
     const started = process.hrtime.bigint();

@@ -9,7 +9,7 @@
  * as a multiple of pg's in the same round. Also counted: the round trips of one create (a proxy in front
  * of PostgreSQL counts the turns from the server answering to the client sending).
  *
- *   npx tsx bench/pg-drivers.ts [--rounds 3] [--seconds 4] [--connections 32] [--pool-size 10]
+ *   npm run bench -- pg-drivers [--rounds 3] [--seconds 4] [--connections 32] [--pool-size 10]
  *     [--size 10000] [--drivers pg,pg-native,postgres] [--postgres-url postgres://…]
  *
  * pg-native is not a dependency of the project (it needs libpq's headers to build): the first run

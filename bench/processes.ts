@@ -14,13 +14,15 @@ import type { ThrowawayDatabase } from '../support/postgres-admin.js';
 export const ROOT = fileURLToPath(new URL('../', import.meta.url));
 export const TSX = ['--import', 'tsx'];
 export const CLI = join(ROOT, 'dist/cli/main.js');
-/** The CPU wrk is pinned to with --pin, and the one --neighbour keeps busy. */
 /** The PostgreSQL server benchmarks make their databases on (--postgres-url overrides it). */
 export const BENCH_POSTGRES_URL =
   process.env.PETSTORE_BENCH_POSTGRES_URL ||
   process.env.PETSTORE_TEST_POSTGRES_URL ||
   'postgres://postgres@127.0.0.1:5432/test';
+/** The CPU wrk is pinned to with --pin, and the one --neighbour keeps busy. */
 export const LAST_CPU = String(availableParallelism() - 1);
+/** util-linux's CPU-affinity command: named here only, used by pinned() and pinProcess(). */
+const TASKSET = 'taskset';
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -124,13 +126,19 @@ export async function startScript(
 }
 
 /**
+ * CPU pinning, the one place it is spelt: `argv` (a command and its arguments) run on `cpus` (taskset's
+ * list, e.g. `0` or `0-2`), or as it is when `cpus` is undefined. Returns what spawn takes.
+ */
+export function pinned(cpus: string | undefined, argv: readonly string[]): [string, string[]] {
+  return cpus ? [TASKSET, ['-c', cpus, ...argv]] : [argv[0] as string, argv.slice(1)];
+}
+
+/**
  * --neighbour: a busy loop on the last CPU (the one wrk runs on with --pin), for the whole run, as a
  * production machine is rarely quiet. Killed with the benchmark, whatever ends it.
  */
 export function startNeighbour(log: (message: string) => void): ChildProcess {
-  const child = spawn('taskset', ['-c', LAST_CPU, process.execPath, '-e', 'for (;;) {}'], {
-    stdio: 'ignore',
-  });
+  const child = spawn(...pinned(LAST_CPU, [process.execPath, '-e', 'for (;;) {}']), { stdio: 'ignore' });
   process.once('exit', () => child.kill('SIGKILL'));
   log(`neighbour: a busy loop on CPU ${LAST_CPU} (pid ${child.pid})`);
   return child;
@@ -144,7 +152,7 @@ function childrenOf(pid: number): number[] {
 
 /** Moves a process, every thread of it and of its children (the workers of `serve --workers`), to `cpus`. */
 export function pinProcess(pid: number, cpus: string): void {
-  runToEnd('taskset', ['-a', '-p', '-c', cpus, String(pid)], process.env);
+  runToEnd(TASKSET, ['-a', '-p', '-c', cpus, String(pid)], process.env);
   try {
     for (const child of childrenOf(pid)) pinProcess(child, cpus);
   } catch {

@@ -1,5 +1,5 @@
 /**
- * Where the service's CPU per request goes: `npm run bench:profile [-- --seconds 5] [--connections 32]
+ * Where the service's CPU per request goes: `npm run bench -- profile [--seconds 5] [--connections 32]
  * [--size 10000] [--scenarios get,list,create] [--neighbour]`. For each scenario, the real `petstore
  * serve` on SQLite (seeded through the bulk path) and the Fastify floor (bench/fastify-floor.ts, the
  * same fixed bytes) are loaded with wrk (bench/load.ts) for a 1 s warm-up then measured windows of
@@ -315,7 +315,7 @@ async function main(): Promise<void> {
     const given = process.argv.slice(2);
     const run = {
       date: new Date().toISOString(),
-      command: `npm run bench:profile${given.length > 0 ? ` -- ${given.join(' ')}` : ''}`,
+      command: `npm run bench -- profile${given.length > 0 ? ` ${given.join(' ')}` : ''}`,
       machine: {
         nproc: availableParallelism(),
         memoryGiB: Math.round(totalmem() / 2 ** 30),

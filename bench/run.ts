@@ -1,5 +1,6 @@
 /**
- * The benchmark: `npm run bench [-- --quick] [--workers N] [--backends sqlite,postgres] [--sizes 10000,1000000]
+ * The benchmark's scenarios (`npm run bench -- <scenario>` runs one; bench/main.ts is the way in to every
+ * tool): `npm run bench [-- --quick] [--workers N] [--backends sqlite,postgres] [--sizes 10000,1000000]
  * [--seconds 10] [--connections 32] [--scenarios list,get,…] [--log-level info] [--env NAME=VALUE …]
  * [--stored-key] [--tracing off,100%,1%] [--pin] [--neighbour] [--rounds N] [--replica]`; `--replica` runs
  * the PostgreSQL targets on a primary and a streaming replica made for the run, reads served by the
@@ -84,7 +85,7 @@ const { values: args, positionals } = parseArgs({
     sizes: { type: 'string' },
     seconds: { type: 'string' },
     connections: { type: 'string', default: '32' },
-    /** Pins wrk to the last CPU and each target to the others (taskset). */
+    /** Pins wrk to the last CPU and each target to the others (processes.ts: pinned, pinProcess). */
     pin: { type: 'boolean', default: false },
     /** Keeps the last CPU busy with a CPU-bound process for the whole run: a machine that is not quiet. */
     neighbour: { type: 'boolean', default: false },

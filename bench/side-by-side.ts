@@ -1,5 +1,5 @@
 /**
- * Builds, or settings, measured at the same moment: `npx tsx bench/side-by-side.ts [--scenario get]
+ * Builds, or settings, measured at the same moment: `npm run bench -- side-by-side [--scenario get]
  * [--rounds 7] [--seconds 3] [--apart] NAME=<cli>[@VAR=value,VAR=value] …`, e.g.
  * `SHIPPED=dist/cli/main.js NO_LINES=dist/cli/main.js@LOG_REQUESTS=false OLD=/tmp/old/dist/cli/main.js`.
  *

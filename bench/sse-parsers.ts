@@ -1,7 +1,7 @@
 /**
  * Reading an event stream, the client's reader (packages/client/src/server-sent-events.ts: its bounds
  * around eventsource-parser) against eventsource-parser bare:
- * `npx tsx bench/sse-parsers.ts [--megabytes 50] [--chunk 16384] [--rounds 5]`.
+ * `npm run bench -- sse-parsers [--megabytes 50] [--chunk 16384] [--rounds 5]`.
  *
  * The text is what the service's live stream sends (`id:`, `event:`, one `data:` line of an Event's
  * JSON, a blank line, now and then a `: keep-alive` comment), encoded once and cut into chunks of

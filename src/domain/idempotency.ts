@@ -20,6 +20,11 @@ export function orderRequestHashOf(order: NewOrder): string {
   return digest(['placeOrder', order.petId.toString()]);
 }
 
+/** Two recover requests are the same when they name the same endpoint and window. */
+export function recoveryRequestHashOf(endpointId: bigint, since: Date, until: Date | undefined): string {
+  return digest(['recover', endpointId.toString(), since.toISOString(), until?.toISOString() ?? null]);
+}
+
 const digest = (meaning: readonly unknown[]): string =>
   createHash('sha256').update(JSON.stringify(meaning)).digest('hex');
 

@@ -1,4 +1,5 @@
 import { ConflictError } from './errors.js';
+import { idempotencyClaim, recoveryRequestHashOf } from './idempotency.js';
 import type { NetworkPolicy } from './network-policy.js';
 import { type CursorCodec, DEFAULT_PAGE_SIZE } from './paging.js';
 import {
@@ -37,6 +38,15 @@ export interface EndpointPatch {
 export interface RecoveryRequest {
   since: Date;
   until?: Date | undefined;
+  /** SHA-256 of the API key that asked: Idempotency-Keys are the caller's own. */
+  caller?: string | undefined;
+  idempotencyKey?: string | undefined;
+}
+
+/** A recovery started: how many it queued, and whether this is the stored answer to an earlier request. */
+export interface RecoveryStarted {
+  queued: number;
+  replayed: boolean;
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -177,11 +187,15 @@ export class WebhookEndpoints {
   /**
    * Attempts once more, in event order, every delivery of the endpoint that ended `failed` for an event
    * that occurred from `since` (within the event retention, not in the future) until `until` (after
-   * `since`; now when absent); resolves to how many, or undefined when there is no such endpoint.
+   * `since`; now when absent); resolves to how many, or undefined when there is no such endpoint. With
+   * an Idempotency-Key, a repeat of the request gets the first one's answer (`replayed`).
    * Throws InvalidEndpointError naming `since` or `until`; ConflictError while one runs, or when the
    * endpoint is disabled.
    */
-  async recover(endpointId: bigint, { since, until }: RecoveryRequest): Promise<number | undefined> {
+  async recover(
+    endpointId: bigint,
+    { since, until, caller, idempotencyKey }: RecoveryRequest,
+  ): Promise<RecoveryStarted | undefined> {
     const now = this.#now();
     const oldest = now.getTime() - this.#retentionDays * DAY_MS;
     if (since.getTime() > now.getTime()) throw new InvalidEndpointError('since must not be in the future');
@@ -191,10 +205,19 @@ export class WebhookEndpoints {
       );
     if (until !== undefined && until.getTime() <= since.getTime())
       throw new InvalidEndpointError('until must be after since');
-    const started = await this.#store.startRecovery(endpointId, { since, until: until ?? now }, now);
+    const idempotency =
+      idempotencyKey === undefined || caller === undefined
+        ? undefined
+        : idempotencyClaim(caller, idempotencyKey, recoveryRequestHashOf(endpointId, since, until), now);
+    const started = await this.#store.startRecovery(
+      endpointId,
+      { since, until: until ?? now },
+      now,
+      idempotency,
+    );
     switch (started.outcome) {
       case 'started':
-        return started.queued;
+        return { queued: started.queued, replayed: started.replayed };
       case 'not_found':
         return undefined;
       case 'disabled':

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import { EVENT_TYPES, type EventType, isEventType, type NewEvent } from './events.js';
 import type { NetworkPolicy } from './network-policy.js';
+import type { IdempotencyClaim } from './storage.js';
 import { type BucketState, nextTokenAtMs, type TokenBucketPolicy, takeTokens } from './token-bucket.js';
 
 /** An endpoint's `types`: event types, or `*` for every type, now and later. */
@@ -174,7 +175,8 @@ export interface RecoveryWindow {
 
 /** How asking for a recovery ended. */
 export type RecoveryStart =
-  | { outcome: 'started'; queued: number }
+  /** `replayed`: an earlier request with the same Idempotency-Key started it; this one changed nothing. */
+  | { outcome: 'started'; queued: number; replayed: boolean }
   | { outcome: 'not_found' }
   | { outcome: 'disabled' }
   | { outcome: 'running' };
@@ -270,9 +272,17 @@ export interface WebhookStore {
   /**
    * Starts a recovery of the endpoint's deliveries that ended `failed`, for the events in `window`:
    * counts them, and records the recovery, which recoverNext then carries out. One at a time per
-   * endpoint, on every node; none for a disabled endpoint. Nothing is recorded when none failed.
+   * endpoint, on every node; none for a disabled endpoint. Nothing is recorded when none failed. With
+   * an Idempotency-Key, the first request's answer is recorded with it, in the same transaction, and a
+   * later request with the key gets that answer (`replayed`), or IdempotencyKeyReusedError if it asked
+   * for another window or endpoint.
    */
-  startRecovery(endpointId: bigint, window: RecoveryWindow, at: Date): Promise<RecoveryStart>;
+  startRecovery(
+    endpointId: bigint,
+    window: RecoveryWindow,
+    at: Date,
+    idempotency?: IdempotencyClaim | undefined,
+  ): Promise<RecoveryStart>;
   /**
    * For each recovery under way (of an enabled endpoint), moves its next `batch` failed deliveries, in
    * event order, back to pending, due at `now`, their next attempt a `recover`; a recovery ends with

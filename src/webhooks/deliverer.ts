@@ -1,13 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { attemptOutcome } from '../domain/attempt-outcome.js';
 import { StorageUnavailableError } from '../domain/errors.js';
-import { nextAttemptAt } from '../domain/retry-schedule.js';
-import {
-  type AttemptOutcome,
-  type ClaimedDelivery,
-  RECOVER_BATCH,
-  type WebhookStore,
-} from '../domain/webhooks.js';
+import { type ClaimedDelivery, RECOVER_BATCH, type WebhookStore } from '../domain/webhooks.js';
+import { type EndpointQueue, EndpointQueues } from './endpoint-queues.js';
 import type { SendResult, WebhookSender } from './sender.js';
 import { webhookHeaders } from './signature.js';
 
@@ -50,25 +46,6 @@ export interface DelivererOptions {
 }
 
 /**
- * Attempts this process makes at once, across endpoints: requests waiting for their answer. An answered
- * one whose outcome waits to be written with others' no longer counts: counted, the attempts answered
- * within one linger of the outcomes' batch held every slot, and deliveries stalled until it was written
- * (about 64 per 12 ms, 4,400 a second on one endpoint, whatever its pace).
- */
-const MAX_IN_FLIGHT = 64;
-/**
- * Deliveries it holds leases on at once: those under way, those answered whose outcome is not written
- * yet, and those queued behind them. Four endpoints at their full depth.
- */
-const MAX_HELD = 2048;
-/**
- * The most of one endpoint's deliveries it leases at once (while no other process holds any of them).
- * An endpoint's leases are taken back only once their outcomes are written (a batch every linger), so
- * this bounds one endpoint's pace to about MAX_DEPTH per round and batch: at 128, about 6,400
- * deliveries a second however fast the endpoint answered.
- */
-const MAX_DEPTH = 512;
-/**
  * Fanning out: events given their deliveries per transaction. With a hundred endpoints an event is a
  * hundred rows; a batch of 100 events is at most 10,000 rows, a few milliseconds of SQLite's one
  * writer. After a fan-out that took t, the next waits t / share - t, so fanning out back to back cannot
@@ -91,10 +68,6 @@ const MIN_ROUND_MS = 10;
  * margin: depth = perEndpoint × margin / the endpoint's recent attempt time.
  */
 const LEASE_MARGIN_MS = 5_000;
-/** Endpoints whose pace is remembered while they have nothing queued. */
-const MAX_REMEMBERED = 256;
-/** How much each attempt's duration weighs in an endpoint's recent attempt time (an EWMA). */
-const LATENCY_WEIGHT = 0.2;
 /**
  * The longest sleep without looking at the database: wake-ups cover this node's events and, on
  * PostgreSQL, every node's; this covers what none can tell (another process on a SQLite file enabling
@@ -103,16 +76,6 @@ const LATENCY_WEIGHT = 0.2;
 const MAX_IDLE_MS = 5_000;
 /** After the database failed to answer: how long before asking again. */
 const STORAGE_PAUSE_MS = 1_000;
-
-/** One endpoint's deliveries held by this process: queued, and under way. */
-interface EndpointQueue {
-  queued: ClaimedDelivery[];
-  active: number;
-  /** Recent attempt time, in ms (EWMA); undefined before the first. */
-  latencyMs: number | undefined;
-  /** How deep it was last leased ahead. */
-  depth: number;
-}
 
 /**
  * Delivers webhooks from this process. Deliveries are leased in the database, so no two processes
@@ -129,13 +92,7 @@ export class Deliverer {
   readonly #owner = randomUUID();
   /** Every attempt started and not yet recorded, answered or not. */
   readonly #inFlight = new Map<ClaimedDelivery, Promise<void>>();
-  /**
-   * Of those, the attempts waiting for their answer (MAX_IN_FLIGHT): the endpoints' `active` summed, kept
-   * as a count so that starting an attempt does not walk every endpoint.
-   */
-  #sending = 0;
-  readonly #endpoints = new Map<bigint, EndpointQueue>();
-  #held = 0;
+  readonly #queues: EndpointQueues;
   #stopping = false;
   #woken = false;
   #wake: (() => void) | undefined;
@@ -151,6 +108,7 @@ export class Deliverer {
 
   constructor(options: DelivererOptions) {
     this.#o = { random: Math.random, ...options };
+    this.#queues = new EndpointQueues(options.concurrencyPerEndpoint, this.#leaseMargin());
   }
 
   start(): void {
@@ -166,7 +124,7 @@ export class Deliverer {
 
   /** Whether deliveries wait on this process: held, known to be due, or events not fanned out yet. */
   owed(): boolean {
-    return this.#held > 0 || this.#moreDue || this.#fanOutLeft;
+    return this.#queues.held > 0 || this.#moreDue || this.#fanOutLeft;
   }
 
   /**
@@ -178,7 +136,7 @@ export class Deliverer {
     this.#unwatch?.();
     this.wake();
     await this.#loop;
-    const queued = [...this.#endpoints.values()].flatMap((endpoint) => endpoint.queued.splice(0));
+    const queued = this.#queues.drain();
     const running = [...this.#inFlight.values()];
     if (running.length > 0) {
       const timer = sleep(graceMs, undefined, { ref: false });
@@ -225,7 +183,7 @@ export class Deliverer {
     const fanOutWait = this.#fanOutLeft
       ? Math.max(1, Math.ceil(this.#fanOutAt - performance.now()))
       : MAX_IDLE_MS;
-    const free = MAX_HELD - this.#held;
+    const free = this.#queues.room();
     // Holding all it may: an attempt ending wakes us.
     if (free <= 0) return fanOutWait;
     const now = this.#o.now();
@@ -234,10 +192,9 @@ export class Deliverer {
       limit: free,
       perEndpoint: this.#o.concurrencyPerEndpoint,
       owner: this.#owner,
-      depthOf: (endpointId) => this.#depthOf(endpointId),
+      depthOf: (endpointId) => this.#queues.depthOf(endpointId),
     });
-    for (const delivery of claimed) this.#queueOf(delivery.endpointId).queued.push(delivery);
-    this.#held += claimed.length;
+    this.#queues.add(claimed);
     this.#startQueued();
     this.#moreDue = claimed.length === free;
     if (this.#moreDue) return 0;
@@ -255,29 +212,6 @@ export class Deliverer {
     return Math.min(this.#o.timeoutMs, LEASE_MARGIN_MS);
   }
 
-  /** How deep to lease an endpoint ahead: as many as it answers within the lease's margin, given its pace. */
-  #depthOf(endpointId: bigint): number {
-    const perEndpoint = this.#o.concurrencyPerEndpoint;
-    const endpoint = this.#endpoints.get(endpointId);
-    const latency = endpoint?.latencyMs;
-    if (latency === undefined) return perEndpoint;
-    const depth = Math.max(
-      perEndpoint,
-      Math.min(MAX_DEPTH, Math.floor((perEndpoint * this.#leaseMargin()) / Math.max(1, latency))),
-    );
-    if (endpoint) endpoint.depth = depth;
-    return depth;
-  }
-
-  #queueOf(endpointId: bigint): EndpointQueue {
-    let endpoint = this.#endpoints.get(endpointId);
-    if (!endpoint) {
-      endpoint = { queued: [], active: 0, latencyMs: undefined, depth: 0 };
-      this.#endpoints.set(endpointId, endpoint);
-    }
-    return endpoint;
-  }
-
   /**
    * Starts queued attempts, endpoint by endpoint, within each one's bound and this process's. A queued
    * delivery whose lease no longer covers a whole attempt is given back instead: another process may
@@ -286,47 +220,31 @@ export class Deliverer {
   #startQueued(): void {
     const expired: ClaimedDelivery[] = [];
     const latest = this.#o.now().getTime() + this.#o.timeoutMs;
-    for (const [endpointId, endpoint] of this.#endpoints) {
-      while (
-        endpoint.queued.length > 0 &&
-        endpoint.active < this.#o.concurrencyPerEndpoint &&
-        this.#sending < MAX_IN_FLIGHT &&
-        !this.#stopping
-      ) {
-        const delivery = endpoint.queued.shift() as ClaimedDelivery;
-        if (delivery.leaseUntil.getTime() <= latest) {
-          expired.push(delivery);
-          this.#held -= 1;
-          continue;
-        }
-        endpoint.active += 1;
-        this.#sending += 1;
-        let answered = false;
-        // The slot is free once the answer is in, while its outcome waits to be written with others'.
-        const free = () => {
-          if (answered) return;
-          answered = true;
-          endpoint.active -= 1;
-          this.#sending -= 1;
-          this.#startQueued();
-          // Half gone: claim the next batch while the rest are attempted, so the queue never runs dry
-          // while a round (a fan-out, a claim: database round trips) is under way.
-          if (endpoint.queued.length < Math.max(this.#o.concurrencyPerEndpoint, endpoint.depth / 2))
-            this.wake();
-        };
-        const attempt = this.#attempt(delivery, endpoint, free).finally(() => {
-          this.#held -= 1;
-          this.#inFlight.delete(delivery);
-          free();
-          // Its outcome is written now: a retry may be due (a claim made while it was being written
-          // found it still leased).
-          this.wake();
-        });
-        this.#inFlight.set(delivery, attempt);
-      }
-      // An idle endpoint's pace is kept for its next claim; past a few hundred, idle ones are forgotten.
-      if (endpoint.queued.length === 0 && endpoint.active === 0 && this.#endpoints.size > MAX_REMEMBERED)
-        this.#endpoints.delete(endpointId);
+    for (const [delivery, queue] of this.#queues.startable(latest, expired)) {
+      if (this.#stopping) break;
+      queue.active += 1;
+      this.#queues.sending += 1;
+      let answered = false;
+      // The slot is free once the answer is in, while its outcome waits to be written with others'.
+      const free = () => {
+        if (answered) return;
+        answered = true;
+        queue.active -= 1;
+        this.#queues.sending -= 1;
+        this.#startQueued();
+        // Half gone: claim the next batch while the rest are attempted, so the queue never runs dry
+        // while a round (a fan-out, a claim: database round trips) is under way.
+        if (this.#queues.low(queue)) this.wake();
+      };
+      const attempt = this.#attempt(delivery, queue, free).finally(() => {
+        this.#queues.held -= 1;
+        this.#inFlight.delete(delivery);
+        free();
+        // Its outcome is written now: a retry may be due (a claim made while it was being written
+        // found it still leased).
+        this.wake();
+      });
+      this.#inFlight.set(delivery, attempt);
     }
     if (expired.length > 0)
       this.#o.store.releaseLeases(expired).catch((error: unknown) => {
@@ -378,33 +296,10 @@ export class Deliverer {
         )
       : sender.send(delivery.endpointId, delivery.url, headers, delivery.body));
     const seconds = (performance.now() - started) / 1000;
-    endpoint.latencyMs =
-      endpoint.latencyMs === undefined
-        ? seconds * 1000
-        : endpoint.latencyMs + LATENCY_WEIGHT * (seconds * 1000 - endpoint.latencyMs);
+    this.#queues.paced(endpoint, seconds * 1000);
     const at = now();
-    const succeeded = result.answered && result.status >= 200 && result.status < 300;
-    const gone = result.answered && result.status === 410;
-    const outcome: AttemptOutcome = {
-      at,
-      startedAt,
-      durationMs: Math.round(seconds * 1000),
-      responseBody: result.answered ? result.body : undefined,
-      noAnswer: result.answered ? undefined : result.error,
-      succeeded,
-      gone,
-      responseStatus: result.answered ? result.status : undefined,
-      error: succeeded
-        ? undefined
-        : result.answered
-          ? `HTTP ${result.status}${result.body ? `: ${result.body}` : ''}`.slice(0, 1024 + 16)
-          : result.error,
-      // A recovery attempts once more, not a schedule's worth more.
-      nextAttemptAt:
-        succeeded || gone || delivery.trigger === 'recover'
-          ? undefined
-          : nextAttemptAt(schedule, delivery.attempts + 1, at, this.#o.random),
-    };
+    const outcome = attemptOutcome(delivery, result, { startedAt, at, seconds }, schedule, this.#o.random);
+    const { succeeded } = outcome;
     answered();
     let recorded: Awaited<ReturnType<WebhookStore['recordAttempt']>>;
     try {

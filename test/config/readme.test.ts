@@ -1,6 +1,15 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, normalize } from 'node:path';
 import { after, type TestContext, test } from 'node:test';
@@ -102,7 +111,9 @@ test('when the command line grows, then the command table (docs/configuration.md
 });
 
 test('when the command line grows, then the project layout (docs/development.md) names every command under cli/', () => {
-  const line = /^ {2}cli\/ +the petstore executable: (.+)$/m.exec(DEVELOPMENT)?.[1];
+  const line = layoutRows()
+    .get('src/cli/')
+    ?.match(/^the petstore executable: (.+)$/)?.[1];
   assert.ok(line, 'the layout has a cli/ line');
   assert.deepEqual(
     line.split(', '),
@@ -110,6 +121,37 @@ test('when the command line grows, then the project layout (docs/development.md)
       .commands.map((command) => command.name())
       .filter((name) => name !== 'help'),
   );
+});
+
+/** The project layout's table (docs/development.md): each folder's path, as `src/cli/`, and its purpose. */
+function layoutRows(): Map<string, string> {
+  const section = /^## Project layout\n([\s\S]*?)^## /m.exec(DEVELOPMENT)?.[1] ?? '';
+  return new Map(
+    [...section.matchAll(/^\| `([^`]+\/)` +\| (.+?) +\|$/gm)].map((m) => [m[1] as string, m[2] as string]),
+  );
+}
+
+/** The folders under `folder` (a path from the root ending in `/`), every level down when `deep`. */
+function foldersUnder(folder: string, deep: boolean): string[] {
+  return readdirSync(new URL(folder, REPO_ROOT), { withFileTypes: true })
+    .filter((entry) => entry.isDirectory() && entry.name !== '.git')
+    .map((entry) => `${folder}${entry.name}/`)
+    .filter((path) => !GIT_IGNORED.ignores(path))
+    .flatMap((path) => (deep ? [path, ...foldersUnder(path, true)] : [path]));
+}
+
+test('when a folder is added or removed, then the project layout (docs/development.md) has a row for each folder of src/ and of the root, and names none that does not exist', () => {
+  const rows = layoutRows();
+  assert.ok(rows.size > 10, `only ${rows.size} rows in the layout`);
+  for (const folder of ['src/', ...foldersUnder('src/', true), ...foldersUnder('', false)])
+    assert.ok(rows.has(folder), `docs/development.md's project layout has no row for ${folder}`);
+  for (const [folder, purpose] of rows) {
+    assert.ok(
+      existsSync(new URL(folder, REPO_ROOT)),
+      `the project layout names ${folder}, which does not exist`,
+    );
+    assert.ok(purpose.length > 10, `${folder}: say what it is for`);
+  }
 });
 
 test('when the README quotes the first start, then it is exactly what the service prints', () => {

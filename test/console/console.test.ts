@@ -353,8 +353,9 @@ describe('the console in a real browser', () => {
     assert.equal(request.headers()['content-type'], 'application/json');
     assert.deepEqual(request.postDataJSON(), { since: anHourAgo.toISOString() });
     const answer = await request.response();
-    assert.equal(answer?.status(), 202);
-    const { queued } = (await answer?.json()) as { queued: number };
+    assert.ok(answer, 'the recover request was answered');
+    assert.equal(answer.status(), 202);
+    const { queued } = (await answer.json()) as { queued: number };
     await page.getByText(`${queued} deliveries queued for endpoint ${endpointId}.`).waitFor();
   });
 

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { type AttemptAnswer, attemptOutcome } from '../../src/domain/attempt-outcome.js';
 import { NetworkPolicy } from '../../src/domain/network-policy.js';
+import type { AttemptTrigger } from '../../src/domain/webhooks.js';
 import {
   type AttemptOutcome,
   checkEndpointUrl,
@@ -116,4 +118,43 @@ test('when an endpoint URL is checked, then http(s), no user info or fragment, a
     refused(`http://${host}/`, /^url must not point to a private, loopback/);
   // A host name is judged when connecting, on what it resolves to.
   assert.equal(checkEndpointUrl('http://localhost/', policy), 'http://localhost/');
+});
+
+test('when an attempt ends, then its outcome follows the answer: a 2xx succeeds, a 410 is gone, another status or no answer is tried again on the schedule, and a recovery attempts once', () => {
+  const delivery = {
+    endpointId: 1n,
+    eventId: 7n,
+    attempts: 0,
+    trigger: 'schedule' as const,
+    url: 'https://hooks.example.com/',
+    secrets: ['whsec_x'],
+    body: '{}',
+    eventType: 'pet.created' as const,
+    cause: undefined,
+    occurredAt: new Date(0),
+    leaseUntil: new Date(60_000),
+  };
+  const timing = { startedAt: new Date(1_000), at: new Date(1_250), seconds: 0.25 };
+  const outcome = (answer: AttemptAnswer, trigger: AttemptTrigger = 'schedule') =>
+    attemptOutcome({ ...delivery, trigger }, answer, timing, [5_000], () => 0.5);
+  const ok = outcome({ answered: true, status: 204, body: '' });
+  assert.deepEqual(
+    [ok.succeeded, ok.gone, ok.error, ok.nextAttemptAt, ok.durationMs, ok.responseStatus],
+    [true, false, undefined, undefined, 250, 204],
+  );
+  const gone = outcome({ answered: true, status: 410, body: 'bye' });
+  assert.deepEqual(
+    [gone.succeeded, gone.gone, gone.nextAttemptAt, gone.error],
+    [false, true, undefined, 'HTTP 410: bye'],
+  );
+  const down = outcome({ answered: true, status: 503, body: 'x'.repeat(2_000) });
+  assert.equal(down.error?.length, 1_024 + 16, 'the error keeps at most 1 KiB of the answer');
+  assert.ok(down.nextAttemptAt && down.nextAttemptAt.getTime() > timing.at.getTime(), 'tried again later');
+  const silent = outcome({ answered: false, error: 'connection refused' });
+  assert.deepEqual(
+    [silent.noAnswer, silent.error, silent.responseStatus, silent.responseBody],
+    ['connection refused', 'connection refused', undefined, undefined],
+  );
+  assert.equal(outcome({ answered: true, status: 503, body: '' }, 'recover').nextAttemptAt, undefined);
+  assert.ok(outcome({ answered: true, status: 503, body: '' }, 'retry').nextAttemptAt);
 });

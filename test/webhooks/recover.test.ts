@@ -145,6 +145,50 @@ for (const backend of backends) {
       assert.equal(once?.attempts, 3, 'two, then one recovered: no further schedule');
     });
 
+    test('when a recover is sent again with the same Idempotency-Key, then the first answer comes back (Idempotent-Replayed) and nothing is recovered twice; the key with another window is 422', async () => {
+      const since = new Date(Date.now() - 1_000).toISOString();
+      receiver.answer((request) => (request.path === '/idempotent' ? { status: 500 } : { status: 204 }));
+      const endpoint = await register('/idempotent');
+      await createPet('first');
+      await createPet('second');
+      await poll('both deliveries to fail', async () => {
+        const list = await deliveries(endpoint);
+        return list.length === 2 && list.every((d) => d.status === 'failed') ? list : undefined;
+      });
+      const send = (body: unknown) =>
+        server.request('POST', `/v1/webhook-endpoints/${endpoint}/recover`, {
+          body,
+          headers: { 'idempotency-key': 'recover-after-outage-1' },
+        });
+      const first = await send({ since });
+      assert.equal(first.status, 202, first.text);
+      assert.deepEqual(first.json(), { queued: 2 });
+      assert.equal(first.headers.get('idempotent-replayed'), null);
+      const again = await send({ since });
+      assert.equal(again.status, 202, again.text);
+      assert.deepEqual(again.json(), { queued: 2 });
+      assert.equal(again.headers.get('idempotent-replayed'), 'true');
+      assertError(
+        await send({ since: new Date(Date.now() - 2_000).toISOString() }),
+        422,
+        'idempotency_key_reused',
+      );
+      await poll('the recovery to end', async () =>
+        (await queryDatabase(server.database.url, 'SELECT 1 FROM webhook_recoveries')).length === 0
+          ? true
+          : undefined,
+      );
+      const after = await deliveries(endpoint);
+      assert.deepEqual(
+        after.map((d) => [d.status, d.attempts]),
+        [
+          ['failed', 3],
+          ['failed', 3],
+        ],
+        'one recovered attempt each, not two',
+      );
+    });
+
     test('when the window or the endpoint is wrong, then 400 naming since or until, 404, or 409 for a disabled endpoint, and nothing is recovered', async () => {
       receiver.answer((request) => (request.path === '/gone' ? { status: 410 } : { status: 204 }));
       const endpoint = await register('/bad-input');

@@ -4,7 +4,7 @@ import { startTestServer, type TestServer } from '../support/test-server.js';
 import { WebhookReceiver } from '../support/webhook-receiver.js';
 
 /**
- * docs/api.md: one slow receiver holds back only its own deliveries. Two endpoints on one host (one
+ * docs/webhooks.md: one slow receiver holds back only its own deliveries. Two endpoints on one host (one
  * origin) that hangs for one of them: the other's deliveries arrive while the first's are all still
  * held. With one connection pool per origin (undici's Agent), the four held requests took every
  * connection to the host, and the other endpoint's deliveries waited until they timed out. The sender

@@ -330,7 +330,7 @@ export interface paths {
         put?: never;
         /**
          * Attempt an endpoint's failed deliveries again
-         * @description Every delivery of the endpoint that ended `failed`, for an event that occurred from `since` until `until` (now when absent), is attempted once more (`trigger: "recover"`; a failure ends it `failed` again, with no retry schedule), in event order, in batches of 100 in the background. Deliveries that succeeded are not sent again. One recovery at a time per endpoint: it runs until each of its deliveries has been attempted.
+         * @description Every delivery of the endpoint that ended `failed`, for an event that occurred from `since` until `until` (now when absent), is attempted once more (`trigger: "recover"`; a failure ends it `failed` again, with no retry schedule), in event order, in batches of 100 in the background. Deliveries that succeeded are not sent again. One recovery at a time per endpoint: it runs until each of its deliveries has been attempted. With an `Idempotency-Key`, a repeat gets the first answer (`Idempotent-Replayed: true`) and starts nothing.
          *
          *     Needs an API key with the scope `webhooks:write`; without it, `403 forbidden`.
          */
@@ -3741,6 +3741,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description Makes the request safe to retry: within 24 hours, the same key with the same body returns the first `201` and what it created (with `Idempotent-Replayed: true`) and changes nothing; the same key with another body is a `422`. Keys are scoped to the API key that sent them and to the operation. 1 to 255 visible ASCII characters, bare or as a Structured Field string (`"…"`); a UUID is a good choice. */
+                "idempotency-key"?: string;
                 /** @description The body's content coding: `gzip`, `deflate` or `br` (or `identity`, or none). A coded body is decoded before parsing, and the body limit applies to its decoded size too (`413`). Any other coding, or a body that does not decode, is `415` with `Accept-Encoding: gzip, deflate, br`. */
                 "content-encoding"?: string;
             };
@@ -3759,13 +3761,15 @@ export interface operations {
             /** @description Recovery started: how many deliveries it attempts again */
             202: {
                 headers: {
+                    /** @description `true` when this is the stored answer to an earlier request with the same key. */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Recovery"];
                 };
             };
-            /** @description Invalid `endpointId`; `since` in the future or older than the event retention; `until` not after `since`; or unknown properties (code: `invalid_request`) */
+            /** @description Invalid `endpointId`; `since` in the future or older than the event retention; `until` not after `since`; unknown properties; or a malformed `Idempotency-Key` (code: `invalid_request`) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3878,6 +3882,22 @@ export interface operations {
                      *       "code": "unsupported_media_type",
                      *       "message": "request body must be application/json",
                      *       "status": 415
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The `Idempotency-Key` was already used with a different endpoint or window (code: `idempotency_key_reused`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "idempotency_key_reused",
+                     *       "message": "this Idempotency-Key was already used with a different request body; use a new key",
+                     *       "status": 422
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
+import { IdempotencyKeyReusedError } from '../../domain/errors.js';
 import { DEFAULT_PAGE_SIZE } from '../../domain/paging.js';
 import { endpointLimitMessage, type WebhookEndpoints } from '../../domain/webhook-endpoints.js';
 import {
@@ -11,6 +12,7 @@ import {
 } from '../../domain/webhooks.js';
 import { ContentEncodingHeader } from '../content-coding.js';
 import { ApiError } from '../errors.js';
+import { IdempotentCreateHeaders, requestIdempotencyKey } from '../idempotent-create.js';
 import { MERGE_PATCH } from '../json-body.js';
 import { type Links, linkHeader } from '../links.js';
 import { ref } from '../schemas/common.js';
@@ -255,20 +257,28 @@ const routes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (app, { en
           'Every delivery of the endpoint that ended `failed`, for an event that occurred from `since` until `until` ' +
           '(now when absent), is attempted once more (`trigger: "recover"`; a failure ends it `failed` again, with no ' +
           'retry schedule), in event order, in batches of 100 in the background. Deliveries that succeeded are not ' +
-          'sent again. One recovery at a time per endpoint: it runs until each of its deliveries has been attempted.',
+          'sent again. One recovery at a time per endpoint: it runs until each of its deliveries has been attempted. ' +
+          'With an `Idempotency-Key`, a repeat gets the first answer (`Idempotent-Replayed: true`) and starts nothing.',
         tags: TAGS,
-        headers: Type.Object({ 'content-encoding': ContentEncodingHeader }, { additionalProperties: true }),
+        headers: IdempotentCreateHeaders,
         params: EndpointIdParams,
         body: ref(RecoveryRequest),
         response: {
-          202: response('Recovery started: how many deliveries it attempts again', ref(Recovery)),
+          202: response('Recovery started: how many deliveries it attempts again', ref(Recovery), {
+            'Idempotent-Replayed': Type.String({
+              description: '`true` when this is the stored answer to an earlier request with the same key.',
+            }),
+          }),
           400: invalid(
-            'Invalid `endpointId`; `since` in the future or older than the event retention; `until` not after `since`; or unknown properties',
+            'Invalid `endpointId`; `since` in the future or older than the event retention; `until` not after `since`; unknown properties; or a malformed `Idempotency-Key`',
             'since must not be in the future',
           ),
           404: notFound,
           409: errorResponse('A recovery of this endpoint is under way, or the endpoint is disabled', {
             conflict: 'this webhook endpoint is disabled: enable it first',
+          }),
+          422: errorResponse('The `Idempotency-Key` was already used with a different endpoint or window', {
+            idempotency_key_reused: new IdempotencyKeyReusedError().message,
           }),
           default: otherErrors('POST'),
           ...BODY_ERRORS,
@@ -277,12 +287,15 @@ const routes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (app, { en
     },
     async (request, reply) => {
       const { since, until } = request.body;
-      const queued = await endpoints.recover(request.params.endpointId, {
+      const started = await endpoints.recover(request.params.endpointId, {
         since: instant(since, 'since'),
         until: until === undefined ? undefined : instant(until, 'until'),
+        caller: request.apiKeyHash,
+        idempotencyKey: requestIdempotencyKey(request.headers),
       });
-      if (queued === undefined) throw new ApiError('not_found', NOT_FOUND);
-      return reply.code(202).send({ queued });
+      if (started === undefined) throw new ApiError('not_found', NOT_FOUND);
+      if (started.replayed) reply.header('Idempotent-Replayed', 'true');
+      return reply.code(202).send({ queued: started.queued });
     },
   );
 

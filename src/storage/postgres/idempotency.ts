@@ -71,6 +71,7 @@ export class PostgresIdempotencyKeys {
 export class PostgresIdempotencyStore implements IdempotencyStore {
   readonly pets = new PostgresIdempotencyKeys(IDEMPOTENCY_TABLES.pets);
   readonly orders = new PostgresIdempotencyKeys(IDEMPOTENCY_TABLES.orders);
+  readonly recoveries = new PostgresIdempotencyKeys(IDEMPOTENCY_TABLES.recoveries);
   readonly #pool: pg.Pool;
 
   constructor(pool: pg.Pool) {
@@ -80,7 +81,8 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
   async prune(expiredBefore: Date): Promise<number> {
     return (
       (await this.pets.prune(this.#pool, expiredBefore)) +
-      (await this.orders.prune(this.#pool, expiredBefore))
+      (await this.orders.prune(this.#pool, expiredBefore)) +
+      (await this.recoveries.prune(this.#pool, expiredBefore))
     );
   }
 }

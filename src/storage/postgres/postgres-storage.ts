@@ -196,7 +196,7 @@ export class PostgresStorage implements Storage {
       isPostgresUnavailable,
     );
     this.webhooks = translateUnavailable(
-      new PostgresWebhookStore(writes, this.#notifications, reads),
+      new PostgresWebhookStore(writes, this.#notifications, idempotency.recoveries, reads),
       isPostgresUnavailable,
     );
     this.#secrets = translateUnavailable(new PostgresSecrets(pool), isPostgresUnavailable);

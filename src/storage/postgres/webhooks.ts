@@ -1,5 +1,7 @@
 import type pg from 'pg';
+import { IdempotencyKeyReusedError } from '../../domain/errors.js';
 import { type EventType, eventJson, type NewEvent } from '../../domain/events.js';
+import type { IdempotencyClaim } from '../../domain/storage.js';
 import type { BucketState } from '../../domain/token-bucket.js';
 import type {
   AttemptOutcome,
@@ -35,8 +37,10 @@ import {
 } from '../../domain/webhooks.js';
 import { ATTEMPT_COLUMNS, type AttemptRow, toAttempt } from '../attempt-row.js';
 import { CreateBatcher } from '../create-batcher.js';
+import { RecoveryRefused } from '../recovery-refused.js';
 import { countRows } from './count.js';
 import { appendEvents, WEBHOOKS_CHANNEL } from './events.js';
+import type { PostgresIdempotencyKeys } from './idempotency.js';
 import type { PostgresNotifications } from './notifications.js';
 import { inTransaction, type ReadPool } from './transaction.js';
 
@@ -288,6 +292,8 @@ export class PostgresWebhookStore implements WebhookStore {
   readonly fanOutHoldsWriter = false;
   readonly #pool: pg.Pool;
   readonly #notifications: PostgresNotifications;
+  /** recover's Idempotency-Key records. */
+  readonly #idempotency: PostgresIdempotencyKeys;
   readonly #results = new CreateBatcher<AttemptResult, AttemptRecorded>(
     (results) => this.#recordAll(results),
     {
@@ -299,10 +305,16 @@ export class PostgresWebhookStore implements WebhookStore {
   /** Where the API's reads go: the pool, or the replicas' router (replicas.ts). */
   readonly #reads: ReadPool;
 
-  constructor(pool: pg.Pool, notifications: PostgresNotifications, reads: ReadPool = pool) {
+  constructor(
+    pool: pg.Pool,
+    notifications: PostgresNotifications,
+    idempotency: PostgresIdempotencyKeys,
+    reads: ReadPool = pool,
+  ) {
     this.#pool = pool;
     this.#reads = reads;
     this.#notifications = notifications;
+    this.#idempotency = idempotency;
   }
 
   async #endpoint(db: ReadPool | pg.PoolClient, id: bigint): Promise<WebhookEndpoint | undefined> {
@@ -426,32 +438,50 @@ export class PostgresWebhookStore implements WebhookStore {
     return attempts.map(toAttempt);
   }
 
-  async startRecovery(endpointId: bigint, window: RecoveryWindow, at: Date): Promise<RecoveryStart> {
-    return inTransaction(this.#pool, async (client): Promise<RecoveryStart> => {
-      // The endpoint's row, locked: recoveries of one endpoint asked for at once take turns.
-      const { rows } = await client.query<{ status: WebhookEndpointStatus; running: boolean }>(
-        `SELECT status, EXISTS (SELECT 1 FROM webhook_recoveries WHERE endpoint_id = $1) AS running
-         FROM webhook_endpoints WHERE id = $1 FOR UPDATE`,
-        [endpointId],
-      );
-      const endpoint = rows[0];
-      if (!endpoint) return { outcome: 'not_found' };
-      if (endpoint.status === 'disabled') return { outcome: 'disabled' };
-      if (endpoint.running) return { outcome: 'running' };
-      const { rows: counted } = await client.query<{ queued: number }>(
-        `WITH counted AS (
-           SELECT count(*)::int AS queued FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
-           WHERE d.endpoint_id = $1 AND d.status = 'failed' AND e.occurred_at >= $2 AND e.occurred_at < $3
-         ), started AS (
-           INSERT INTO webhook_recoveries (endpoint_id, since, until, after_event_id, created_at)
-           SELECT $1, $2, $3, 0, $4 FROM counted WHERE queued > 0
-           RETURNING pg_notify('${WEBHOOKS_CHANNEL}', current_schema())
-         )
-         SELECT queued, (SELECT count(*) FROM started) AS started FROM counted`,
-        [endpointId, window.since, window.until, at],
-      );
-      return { outcome: 'started', queued: counted[0]?.queued ?? 0 };
-    });
+  async startRecovery(
+    endpointId: bigint,
+    window: RecoveryWindow,
+    at: Date,
+    idempotency?: IdempotencyClaim,
+  ): Promise<RecoveryStart> {
+    try {
+      return await inTransaction(this.#pool, async (client): Promise<RecoveryStart> => {
+        if (idempotency && !(await this.#idempotency.claim(client, idempotency))) {
+          const recorded = await this.#idempotency.recorded(client, idempotency);
+          if (recorded.requestHash !== idempotency.requestHash) throw new IdempotencyKeyReusedError();
+          return { outcome: 'started', queued: Number(recorded.id), replayed: true };
+        }
+        // The endpoint's row, locked: recoveries of one endpoint asked for at once take turns.
+        const { rows } = await client.query<{ status: WebhookEndpointStatus; running: boolean }>(
+          `SELECT status, EXISTS (SELECT 1 FROM webhook_recoveries WHERE endpoint_id = $1) AS running
+           FROM webhook_endpoints WHERE id = $1 FOR UPDATE`,
+          [endpointId],
+        );
+        const endpoint = rows[0];
+        // Refused: the key's claim goes with the rolled-back transaction, so a later request may use it.
+        if (!endpoint) throw new RecoveryRefused({ outcome: 'not_found' });
+        if (endpoint.status === 'disabled') throw new RecoveryRefused({ outcome: 'disabled' });
+        if (endpoint.running) throw new RecoveryRefused({ outcome: 'running' });
+        const { rows: counted } = await client.query<{ queued: number }>(
+          `WITH counted AS (
+             SELECT count(*)::int AS queued FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
+             WHERE d.endpoint_id = $1 AND d.status = 'failed' AND e.occurred_at >= $2 AND e.occurred_at < $3
+           ), started AS (
+             INSERT INTO webhook_recoveries (endpoint_id, since, until, after_event_id, created_at)
+             SELECT $1, $2, $3, 0, $4 FROM counted WHERE queued > 0
+             RETURNING pg_notify('${WEBHOOKS_CHANNEL}', current_schema())
+           )
+           SELECT queued, (SELECT count(*) FROM started) AS started FROM counted`,
+          [endpointId, window.since, window.until, at],
+        );
+        const queued = counted[0]?.queued ?? 0;
+        if (idempotency) await this.#idempotency.attach(client, idempotency, BigInt(queued));
+        return { outcome: 'started', queued, replayed: false };
+      });
+    } catch (error) {
+      if (error instanceof RecoveryRefused) return error.outcome;
+      throw error;
+    }
   }
 
   /**

@@ -68,14 +68,18 @@ export class SqliteIdempotencyKeys {
 export class SqliteIdempotencyStore implements IdempotencyStore {
   readonly pets: SqliteIdempotencyKeys;
   readonly orders: SqliteIdempotencyKeys;
+  readonly recoveries: SqliteIdempotencyKeys;
 
   constructor(db: Database.Database) {
     this.pets = new SqliteIdempotencyKeys(db, IDEMPOTENCY_TABLES.pets);
     this.orders = new SqliteIdempotencyKeys(db, IDEMPOTENCY_TABLES.orders);
+    this.recoveries = new SqliteIdempotencyKeys(db, IDEMPOTENCY_TABLES.recoveries);
   }
 
   async prune(expiredBefore: Date): Promise<number> {
-    return this.pets.prune(expiredBefore) + this.orders.prune(expiredBefore);
+    return (
+      this.pets.prune(expiredBefore) + this.orders.prune(expiredBefore) + this.recoveries.prune(expiredBefore)
+    );
   }
 }
 

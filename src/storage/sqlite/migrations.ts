@@ -203,7 +203,17 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
    );
    DROP INDEX webhook_deliveries_endpoint_due;
    CREATE INDEX webhook_deliveries_endpoint_due ON webhook_deliveries (endpoint_id, next_attempt_at, event_id)
-     WHERE status = 'pending';`,
+     WHERE status = 'pending';
+   -- recover's Idempotency-Key records: what the first request answered (how many it queued).
+   CREATE TABLE recover_idempotency_keys (
+     api_key_hash TEXT    NOT NULL,
+     key          TEXT    NOT NULL,
+     request_hash TEXT    NOT NULL,
+     queued       INTEGER,
+     created_at   INTEGER NOT NULL,
+     PRIMARY KEY (api_key_hash, key)
+   );
+   CREATE INDEX recover_idempotency_keys_created_at ON recover_idempotency_keys (created_at);`,
 ];
 
 /**

@@ -86,7 +86,7 @@ export class SqliteStorage implements Storage {
     this.pets = adapt(new SqlitePetStore(this.#db, idempotency.pets, log));
     this.orders = adapt(new SqliteOrderStore(this.#db, idempotency.orders, log));
     this.events = adapt(new SqliteEventStore(this.#db, log));
-    this.webhooks = adapt(new SqliteWebhookStore(this.#db, log));
+    this.webhooks = adapt(new SqliteWebhookStore(this.#db, log, idempotency.recoveries));
     // A lookup is microseconds here: only refusals are remembered, so a revocation is effective at once.
     this.apiKeys = new ApiKeyCache(adapt(new SqliteApiKeyStore(this.#db)), { rememberActive: false });
     this.idempotency = adapt(idempotency);

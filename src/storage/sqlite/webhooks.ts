@@ -1,5 +1,7 @@
 import type Database from 'better-sqlite3';
+import { IdempotencyKeyReusedError } from '../../domain/errors.js';
 import { type EventType, eventJson } from '../../domain/events.js';
+import type { IdempotencyClaim } from '../../domain/storage.js';
 import type { BucketState } from '../../domain/token-bucket.js';
 import type {
   AttemptOutcome,
@@ -35,7 +37,9 @@ import {
 } from '../../domain/webhooks.js';
 import { ATTEMPT_COLUMNS, type AttemptRow, toAttempt } from '../attempt-row.js';
 import { CreateBatcher } from '../create-batcher.js';
+import { RecoveryRefused } from '../recovery-refused.js';
 import { type SqliteEventLog, watchOtherProcesses } from './events.js';
+import type { SqliteIdempotencyKeys } from './idempotency.js';
 
 interface EndpointRow {
   id: bigint;
@@ -243,6 +247,22 @@ function prepareDeliveryStatements(db: Database.Database) {
       'UPDATE webhook_fanout SET last_event_id = (SELECT coalesce(max(id), 0) FROM events)',
     ),
     anyRecovery: db.prepare<[], number>('SELECT 1 FROM webhook_recoveries LIMIT 1').pluck(),
+    endpointStatus: db
+      .prepare<[bigint], WebhookEndpointStatus>('SELECT status FROM webhook_endpoints WHERE id = ?')
+      .pluck(),
+    recoveryOf: db
+      .prepare<[bigint], number>('SELECT 1 FROM webhook_recoveries WHERE endpoint_id = ?')
+      .pluck(),
+    failedInWindow: db
+      .prepare<[bigint, number, number], number>(
+        `SELECT count(*) FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
+         WHERE d.endpoint_id = ? AND d.status = 'failed' AND e.occurred_at >= ? AND e.occurred_at < ?`,
+      )
+      .pluck(),
+    recoveryStarted: db.prepare<[bigint, number, number, number]>(
+      `INSERT INTO webhook_recoveries (endpoint_id, since, until, after_event_id, created_at)
+       VALUES (?, ?, ?, 0, ?)`,
+    ),
     recoveries: db
       .prepare<
         [],
@@ -303,14 +323,17 @@ export class SqliteWebhookStore implements WebhookStore {
   readonly fanOutHoldsWriter = true;
   readonly #db: Database.Database;
   readonly #log: SqliteEventLog;
+  /** recover's Idempotency-Key records. */
+  readonly #idempotency: SqliteIdempotencyKeys;
 
   readonly #sql: ReturnType<typeof prepareDeliveryStatements>;
   readonly #claimAll: Database.Transaction<(at: number, until: number, limits: ClaimLimits) => Claim>;
   readonly #results: CreateBatcher<AttemptResult, AttemptRecorded>;
 
-  constructor(db: Database.Database, log: SqliteEventLog) {
+  constructor(db: Database.Database, log: SqliteEventLog, idempotency: SqliteIdempotencyKeys) {
     this.#db = db;
     this.#log = log;
+    this.#idempotency = idempotency;
     this.#sql = prepareDeliveryStatements(db);
     this.#claimAll = db.transaction((at: number, until: number, limits: ClaimLimits) =>
       this.#claim(at, until, limits),
@@ -463,39 +486,55 @@ export class SqliteWebhookStore implements WebhookStore {
       .map(toAttempt);
   }
 
-  async startRecovery(endpointId: bigint, window: RecoveryWindow, at: Date): Promise<RecoveryStart> {
-    const started = this.#db
-      .transaction((): RecoveryStart => {
-        const status = this.#db
-          .prepare<[bigint], WebhookEndpointStatus>('SELECT status FROM webhook_endpoints WHERE id = ?')
-          .pluck()
-          .get(endpointId);
-        if (status === undefined) return { outcome: 'not_found' };
-        if (status === 'disabled') return { outcome: 'disabled' };
-        const running = this.#db
-          .prepare<[bigint], number>('SELECT 1 FROM webhook_recoveries WHERE endpoint_id = ?')
-          .pluck()
-          .get(endpointId);
-        if (running !== undefined) return { outcome: 'running' };
-        const queued = this.#db
-          .prepare<[bigint, number, number], number>(
-            `SELECT count(*) FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
-             WHERE d.endpoint_id = ? AND d.status = 'failed' AND e.occurred_at >= ? AND e.occurred_at < ?`,
-          )
-          .pluck()
-          .get(endpointId, window.since.getTime(), window.until.getTime()) as number;
-        if (queued > 0)
-          this.#db
-            .prepare<[bigint, number, number, number]>(
-              `INSERT INTO webhook_recoveries (endpoint_id, since, until, after_event_id, created_at)
-               VALUES (?, ?, ?, 0, ?)`,
-            )
-            .run(endpointId, window.since.getTime(), window.until.getTime(), at.getTime());
-        return { outcome: 'started', queued };
-      })
-      .immediate();
-    if (started.outcome === 'started' && started.queued > 0) this.#log.wake();
+  async startRecovery(
+    endpointId: bigint,
+    window: RecoveryWindow,
+    at: Date,
+    idempotency?: IdempotencyClaim,
+  ): Promise<RecoveryStart> {
+    let started: RecoveryStart;
+    try {
+      started = this.#db
+        .transaction((): RecoveryStart => {
+          if (idempotency && !this.#idempotency.claim(idempotency)) {
+            const recorded = this.#idempotency.recorded(idempotency);
+            if (recorded.requestHash !== idempotency.requestHash) throw new IdempotencyKeyReusedError();
+            return { outcome: 'started', queued: Number(recorded.id), replayed: true };
+          }
+          const refused = this.#recoveryRefused(endpointId);
+          // Refused: the key's claim goes with the rolled-back transaction, so a later request may use it.
+          if (refused) throw new RecoveryRefused(refused);
+          const queued = this.#sql.failedInWindow.get(
+            endpointId,
+            window.since.getTime(),
+            window.until.getTime(),
+          ) as number;
+          if (queued > 0)
+            this.#sql.recoveryStarted.run(
+              endpointId,
+              window.since.getTime(),
+              window.until.getTime(),
+              at.getTime(),
+            );
+          if (idempotency) this.#idempotency.attach(idempotency, BigInt(queued));
+          return { outcome: 'started', queued, replayed: false };
+        })
+        .immediate();
+    } catch (error) {
+      if (error instanceof RecoveryRefused) return error.outcome;
+      throw error;
+    }
+    if (started.outcome === 'started' && started.queued > 0 && !started.replayed) this.#log.wake();
     return started;
+  }
+
+  /** Why the endpoint cannot start a recovery now, if it cannot. */
+  #recoveryRefused(endpointId: bigint): RecoveryRefused['outcome'] | undefined {
+    const status = this.#sql.endpointStatus.get(endpointId);
+    if (status === undefined) return { outcome: 'not_found' };
+    if (status === 'disabled') return { outcome: 'disabled' };
+    if (this.#sql.recoveryOf.get(endpointId) !== undefined) return { outcome: 'running' };
+    return undefined;
   }
 
   async recoverNext(now: Date, batch: number): Promise<number> {
