@@ -1,5 +1,5 @@
 /**
- * What the wrappers around a storage call cost: `npx tsx bench/storage-boundary.ts [--calls 1000000]
+ * What the wrappers around a storage call cost: `npm run bench -- storage-boundary [--calls 1000000]
  * [--rounds 5]`. A store whose method answers at once (a resolved promise, as a cached read does; and a
  * plain value, as SQLite's reads do) is called through:
  * - `bare`: nothing;
