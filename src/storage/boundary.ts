@@ -13,16 +13,45 @@ export interface StorageBoundaryJobs {
   around?: <R>(operation: string, run: () => R) => R;
 }
 
+type Area = 'pets' | 'orders' | 'idempotency' | 'events' | 'webhooks';
+
+/** An adapter's stores as they are before its translation of errors, and that translation. */
+interface Untranslated {
+  stores: Pick<Storage, Area>;
+  translate: (error: unknown) => unknown;
+}
+
+const untranslated = new WeakMap<Storage, Untranslated>();
+
+/**
+ * Called by an adapter once its stores are made: `storage`'s own stores translate their errors (each
+ * on its own, for every user: the command line, the probes, tests), and these are the same stores
+ * before that translation, so the app's boundary can do it in its one pass instead of around it.
+ */
+export function offerUntranslated(
+  storage: Storage,
+  stores: Pick<Storage, Area>,
+  translate: (error: unknown) => unknown,
+): void {
+  untranslated.set(storage, { stores, translate });
+}
+
 /**
  * One object per store, made once, whose every method does all of `jobs` in one pass: a call that
  * returns at once (SQLite's reads) still does, and one that returns a promise costs one `then` more,
  * not one per job. The app puts it around the storage it is given (metrics.ts: errors counted and
- * outages told; tracing: a span per call), so a store's call crosses one wrapper there, whatever is on.
+ * outages told; tracing: a span per call), so a store's call crosses one wrapper there, whatever is on:
+ * when the adapter offered its stores before translation (offerUntranslated), the boundary wraps those
+ * and translates too. (API keys stay behind their cache, which sits on the translated store.)
  */
 export function storageBoundary(storage: Storage, jobs: StorageBoundaryJobs): Storage {
-  const { translate, failed, succeeded, around } = jobs;
-  const guard = <T extends object>(target: T, area: string): T =>
-    wrapMethods(target, (call, method) => {
+  const { failed, succeeded, around } = jobs;
+  const offered = untranslated.get(storage);
+  const guard = <T extends object>(given: T, area: string): T => {
+    const inner = offered?.stores[area as Area] as T | undefined;
+    const target = inner ?? given;
+    const translate = inner ? offered?.translate : jobs.translate;
+    return wrapMethods(target, (call, method) => {
       const operation = `${area}.${method}`;
       const fail = (error: unknown): never => {
         const seen = translate ? translate(error) : error;
@@ -50,6 +79,7 @@ export function storageBoundary(storage: Storage, jobs: StorageBoundaryJobs): St
       };
       return around ? (...args) => around(operation, () => run(args)) : (...args) => run(args);
     });
+  };
   return {
     pets: guard(storage.pets, 'pets'),
     orders: guard(storage.orders, 'orders'),

@@ -12,6 +12,7 @@ import type {
 } from '../../domain/storage.js';
 import type { WebhookStore } from '../../domain/webhooks.js';
 import type { SharedRedis } from '../../redis.js';
+import { offerUntranslated } from '../boundary.js';
 import { offerReplicaReads } from '../replica-reads.js';
 import { toStorageError, translateUnavailable } from '../unavailable.js';
 import { PostgresApiKeyStore } from './api-keys.js';
@@ -175,30 +176,27 @@ export class PostgresStorage implements Storage {
     // read scope, the primary's position once committed (read-your-writes): whatever the method.
     const writes = router ? followWrites(pool, writesFollowedBy(router)) : pool;
     const idempotency = new PostgresIdempotencyStore(writes);
-    this.pets = translateUnavailable(
-      new PostgresPetStore(writes, idempotency.pets, reads),
-      isPostgresUnavailable,
-    );
-    this.orders = translateUnavailable(
-      new PostgresOrderStore(writes, idempotency.orders, reads),
-      isPostgresUnavailable,
-    );
+    this.#notifications = new PostgresNotifications(url);
+    const stores = {
+      pets: new PostgresPetStore(writes, idempotency.pets, reads),
+      orders: new PostgresOrderStore(writes, idempotency.orders, reads),
+      idempotency,
+      events: new PostgresEventStore(writes, this.#notifications, reads),
+      webhooks: new PostgresWebhookStore(writes, this.#notifications, idempotency.recoveries, reads),
+    };
+    this.pets = translateUnavailable(stores.pets, isPostgresUnavailable);
+    this.orders = translateUnavailable(stores.orders, isPostgresUnavailable);
     // A lookup is a round trip here: a key found active is trusted for KEY_CACHE_TTL_MS.
     this.apiKeys = new ApiKeyCache(
       translateUnavailable(new PostgresApiKeyStore(pool), isPostgresUnavailable),
       { rememberActive: true },
       now,
     );
-    this.idempotency = translateUnavailable(idempotency, isPostgresUnavailable);
-    this.#notifications = new PostgresNotifications(url);
-    this.events = translateUnavailable(
-      new PostgresEventStore(writes, this.#notifications, reads),
-      isPostgresUnavailable,
-    );
-    this.webhooks = translateUnavailable(
-      new PostgresWebhookStore(writes, this.#notifications, idempotency.recoveries, reads),
-      isPostgresUnavailable,
-    );
+    this.idempotency = translateUnavailable(stores.idempotency, isPostgresUnavailable);
+    this.events = translateUnavailable(stores.events, isPostgresUnavailable);
+    this.webhooks = translateUnavailable(stores.webhooks, isPostgresUnavailable);
+    // The app's boundary translates in its own pass (boundary.ts).
+    offerUntranslated(this, stores, (error) => toStorageError(error, isPostgresUnavailable));
     this.#secrets = translateUnavailable(new PostgresSecrets(pool), isPostgresUnavailable);
     // Where reads were served, and each replica's state: for the app's metrics and log (replica-reads.ts).
     if (router)
