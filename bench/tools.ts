@@ -36,6 +36,10 @@ export const TOOLS: Record<string, { measures: string; run: () => Promise<unknow
     measures: "the client's stream reader against eventsource-parser bare",
     run: () => import('./sse-parsers.js'),
   },
+  'storage-boundary': {
+    measures: 'the wrappers around a storage call: four layers, two, one',
+    run: () => import('./storage-boundary.js'),
+  },
 };
 /** Scenarios of bench/run.ts that may be named alone. */
 export const RUN_SCENARIOS: readonly string[] = [...SCENARIOS, 'delivery-lag'];

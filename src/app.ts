@@ -55,6 +55,8 @@ import { streamSlots } from './http/stream-slots.js';
 import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
 import { directInfoLines, loggerOptions } from './logging.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
+import { redisWanted, type SharedRedis } from './redis.js';
+import { replicaReads } from './storage/replica-reads.js';
 import type { Tracing } from './tracing/tracing.js';
 import type { DelivererMetrics } from './webhooks/deliverer.js';
 import { DeliveryThread } from './webhooks/delivery-thread.js';
@@ -79,6 +81,11 @@ export interface AppOptions {
    * `petstore serve` does; off, on this thread, with this storage and clock (tests that set either).
    */
   deliveryThread?: boolean;
+  /**
+   * The service's Redis (REDIS_URL), opened once by whoever opened the storage (server.ts), which shares
+   * it: required when REDIS_URL is set. Its failures are logged and counted here.
+   */
+  redis?: SharedRedis | undefined;
 }
 
 const SHARED_SCHEMAS = [
@@ -105,7 +112,10 @@ export async function buildApp({
   logger,
   tracing,
   deliveryThread = false,
+  redis,
 }: AppOptions) {
+  if (redisWanted(config) && !redis)
+    throw new Error('REDIS_URL is set and used: buildApp needs the Redis opened for it (openRedis)');
   // The service's own logger, unless one was given: its request lines are written as text (request-log.ts).
   const ownLogger = logger === undefined ? await loggerOptions(config) : undefined;
   const app = Fastify({
@@ -160,8 +170,12 @@ export async function buildApp({
   }
 
   const metrics = new ServiceMetrics(storage);
+  // Whichever part fails (the connection, the write positions), logged once per outage and counted.
+  redis?.health.report({ log: app.log, errors: metrics.redisErrors });
   // One line per change of a replica's state, never one per query.
-  storage.watchReplicas?.((change) =>
+  // Only PostgreSQL with DATABASE_REPLICA_URLS reads from replicas (replica-reads.ts).
+  const replicas = replicaReads(storage);
+  replicas?.watch((change) =>
     change.setAside
       ? app.log.warn(
           { replica: change.replica, err: change.error },
@@ -171,8 +185,14 @@ export async function buildApp({
   );
   metrics.watchConnections(app.server as GuardedServer);
   await app.register(metricsEndpoint, { metrics, route: config.metrics === undefined });
-  const counted = metrics.instrument(storage, new StorageOutage(app.log));
-  const store = tracing ? tracing.storage.instrument(counted) : counted;
+  // One wrapper per store around every call the app makes: errors counted, outages logged, and with
+  // tracing a span per call (storage/boundary.ts).
+  const spans = tracing?.storage;
+  const store = metrics.instrument(
+    storage,
+    new StorageOutage(app.log),
+    spans && ((operation, run) => spans.around(operation, run)),
+  );
   const links = new Links(config.publicBaseUrl);
   const cursorSecret = await store.sharedSecret('cursor');
   const catalog = new PetCatalog(store.pets, new CursorCodec(cursorSecret), now);
@@ -183,9 +203,8 @@ export async function buildApp({
     lastUse.used(hash, at),
   );
   pruneExpiredIdempotencyKeys(app, () => pruneIdempotencyKeys(store.idempotency, now()));
-  const buckets = await openTokenBuckets(config, app, now);
+  const buckets = await openTokenBuckets(config, app, now, redis);
   const feed = new EventFeed(store.events);
-  const replicas = storage.readStats?.() !== undefined;
   const streams = new EventStreams({
     live: new LiveEvents(store.events, {
       onError: (error) => app.log.warn({ err: error }, 'reading events for the live streams failed'),
@@ -317,15 +336,14 @@ async function openTokenBuckets(
   config: Config,
   app: FastifyInstance,
   now: () => Date,
+  redis: SharedRedis | undefined,
 ): Promise<TokenBuckets | undefined> {
   if (config.rateLimit.perSecond === 0) return undefined;
   let buckets: TokenBuckets;
-  if (config.redisUrl) {
-    // Loaded only when used: ioredis would add about 20 MiB to every process that does not use it.
+  if (redis) {
+    // Loaded only when used, as ioredis is (redis.ts).
     const { RedisBuckets } = await import('./rate-limit/redis-buckets.js');
-    buckets = await RedisBuckets.connect(config.redisUrl, (error) =>
-      app.log.debug({ err: error }, 'redis connection error'),
-    );
+    buckets = new RedisBuckets(redis.client);
   } else {
     // The service's clock, which tests set (Redis keeps its own).
     buckets = new MemoryBuckets(() => now().getTime());

@@ -6,6 +6,7 @@ import { ensureFirstApiKey } from './domain/api-keys.js';
 import type { ApiKeyStore } from './domain/storage.js';
 import type { GuardedServer } from './http/connections.js';
 import { listenForMetrics, type MetricsListener } from './http/metrics-listener.js';
+import { openRedis, redisWanted } from './redis.js';
 import { databaseKind, databaseLocation, openStorage } from './storage/open-storage.js';
 import type { Tracing } from './tracing/tracing.js';
 import { tracingWanted } from './tracing/wanted.js';
@@ -40,7 +41,14 @@ export async function startServer(
   const tracing: Tracing | undefined = tracingWanted()
     ? (await import('./tracing/tracing.js')).startTracing(databaseKind(config.databaseUrl))
     : undefined;
-  const storage = await openStorage(config);
+  // The one connection to Redis, when REDIS_URL is set: the storage's write positions and the app's rate
+  // limits share it (redis.ts).
+  const redisUrl = redisWanted(config);
+  const redis = redisUrl ? await openRedis(redisUrl) : undefined;
+  const storage = await openStorage(config, Date.now, redis).catch(async (error: unknown) => {
+    await redis?.close();
+    throw error;
+  });
   let app: FastifyInstance | undefined;
   let metrics: MetricsListener | undefined;
   let closing: Promise<void> | undefined;
@@ -51,6 +59,7 @@ export async function startServer(
       await app?.close();
       await metrics?.close();
       await storage.close();
+      await redis?.close();
       // The spans of the last requests and deliveries are exported before the process ends; a collector
       // that is away loses them, with a warning, but does not fail the stop.
       await tracing
@@ -61,7 +70,7 @@ export async function startServer(
   };
   try {
     // Serving both, deliveries run on a thread of their own (delivery-thread.ts).
-    app = await buildApp({ config, storage, tracing, role, deliveryThread: true });
+    app = await buildApp({ config, storage, tracing, role, redis, deliveryThread: true });
     // The first line of every start: which build runs, on which Node.js, in which role.
     app.log.info(
       { version: VERSION, node: NODE_VERSION, role },

@@ -24,10 +24,6 @@ export interface Storage {
   sharedSecret(name: string): Promise<Buffer>;
   /** Connection pool occupancy, for adapters that pool connections (metrics). */
   poolStats?(): PoolStats;
-  /** Where the API's reads were served, for adapters that read from replicas; undefined without any. */
-  readStats?(): ReadStats | undefined;
-  /** Tells `listener` each time a replica is set aside or used again (for the log). */
-  watchReplicas?(listener: (change: ReplicaChange) => void): void;
   /** Resolves when the database answers a query; for readiness probes. */
   ping(): Promise<void>;
   /**
@@ -43,28 +39,6 @@ export interface Storage {
 export interface SchemaVersions {
   from: number;
   to: number;
-}
-
-export interface ReplicaState {
-  /** host:port/database of the replica (never its password). */
-  name: string;
-  /** Seconds its replay is behind the primary, as last measured; Infinity while not known. */
-  lagSeconds: number;
-  /** True while it is not used because it failed, did not answer, or is not a standby. */
-  setAside: boolean;
-}
-
-export interface ReplicaChange {
-  replica: string;
-  /** True: set aside (it failed, did not answer, or is not a standby); false: in use again. */
-  setAside: boolean;
-  error?: unknown;
-}
-
-export interface ReadStats {
-  /** The API's reads (GET, HEAD), by where they were served. */
-  reads: { primary: number; replica: number };
-  replicas: ReplicaState[];
 }
 
 export interface PoolStats {

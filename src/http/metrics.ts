@@ -4,9 +4,10 @@ import fp from 'fastify-plugin';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { Type } from 'typebox';
 import { StorageUnavailableError } from '../domain/errors.js';
-import type { ReadStats, Storage } from '../domain/storage.js';
+import type { Storage } from '../domain/storage.js';
 import type { PendingDeliveries } from '../domain/webhooks.js';
-import { interceptErrors } from '../storage/intercept-errors.js';
+import { type StorageBoundaryJobs, storageBoundary } from '../storage/boundary.js';
+import { type ReplicaReads, replicaReads } from '../storage/replica-reads.js';
 import { NODE_VERSION, VERSION } from '../version.js';
 import type { GuardedServer } from './connections.js';
 import { EVENT_STREAM_TYPE } from './event-stream.js';
@@ -32,6 +33,12 @@ export class ServiceMetrics {
   readonly rateLimitFailOpen = new Counter({
     name: 'petstore_rate_limit_fail_open_total',
     help: 'Requests let through unlimited because the rate limiter (Redis) could not be asked.',
+    registers: [this.registry],
+  });
+  readonly redisErrors = new Counter({
+    name: 'petstore_redis_errors_total',
+    help: 'Failures of the Redis connection (source="connection": each failed connect or reconnect) and of the read replicas\' write positions kept there (source="write_positions": each command); rate limits count theirs in petstore_rate_limit_fail_open_total.',
+    labelNames: ['source'],
     registers: [this.registry],
   });
   readonly storageErrors = new Counter({
@@ -131,13 +138,13 @@ export class ServiceMetrics {
         },
       });
     }
-    const reads = storage.readStats?.();
-    if (reads) this.#watchReplicas(storage);
+    const replicas = replicaReads(storage);
+    if (replicas) this.#watchReplicas(replicas);
   }
 
   /** With replicas (DATABASE_REPLICA_URLS): where the API's reads went, each replica's lag and state. */
-  #watchReplicas(storage: Storage): void {
-    const stats = () => storage.readStats?.() as ReadStats;
+  #watchReplicas(replicas: ReplicaReads): void {
+    const stats = () => replicas.stats();
     new Counter({
       name: 'petstore_db_reads_total',
       help: "The API's reads (GET, HEAD), by where they were served: a replica fresh enough for the caller, else the primary.",
@@ -191,33 +198,21 @@ export class ServiceMetrics {
     });
   }
 
-  /** The same storage, with every failed operation counted, and outages told to `outage`. */
-  instrument(storage: Storage, outage: StorageOutage): Storage {
-    const watch = <T extends object>(target: T, area: string) =>
-      interceptErrors(
-        target,
-        (error, method) => {
-          this.storageErrors.inc({ operation: `${area}.${method}` });
-          if (error instanceof StorageUnavailableError) outage.failed(error);
-          throw error;
-        },
-        () => {
-          if (outage.active) outage.recovered();
-        },
-      );
-    return {
-      pets: watch(storage.pets, 'pets'),
-      orders: watch(storage.orders, 'orders'),
-      apiKeys: watch(storage.apiKeys, 'apiKeys'),
-      idempotency: watch(storage.idempotency, 'idempotency'),
-      events: watch(storage.events, 'events'),
-      webhooks: watch(storage.webhooks, 'webhooks'),
-      schema: storage.schema,
-      sharedSecret: (name) => storage.sharedSecret(name),
-      ping: () => storage.ping(),
-      analyze: () => storage.analyze(),
-      close: () => storage.close(),
-    };
+  /**
+   * The same storage, with every failed operation counted, outages told to `outage`, and each call run
+   * by `around` when given (tracing's spans): one wrapper per store doing all of it (boundary.ts).
+   */
+  instrument(storage: Storage, outage: StorageOutage, around?: StorageBoundaryJobs['around']): Storage {
+    return storageBoundary(storage, {
+      failed: (operation, error) => {
+        this.storageErrors.inc({ operation });
+        if (error instanceof StorageUnavailableError) outage.failed(error);
+      },
+      succeeded: () => {
+        if (outage.active) outage.recovered();
+      },
+      ...(around ? { around } : {}),
+    });
   }
 }
 

@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { runInReadScope } from '../domain/read-scope.js';
+import { runInReadScope } from '../storage/postgres/read-scope.js';
 
 /**
- * Opens the caller's read scope (src/domain/read-scope.ts) around each /v1 handler: its key, for
+ * Opens the caller's read scope (src/storage/postgres/read-scope.ts) around each /v1 handler: its key, for
  * read-your-writes, and whether its reads may be served by a replica (GET and HEAD only; a write's own
  * reads stay on the primary). At preHandler, not onRequest: the handler runs synchronously inside this
  * hook's callback, so the scope reaches it and everything it awaits, whereas a request body is read

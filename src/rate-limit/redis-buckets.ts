@@ -5,7 +5,6 @@ import {
   type TokenBucketPolicy,
   type TokenBuckets,
 } from '../domain/token-bucket.js';
-import { connectRedis } from '../redis.js';
 
 /**
  * takeToken (src/domain/token-bucket.ts) as one Lua script, so the read-refill-take-write of a bucket
@@ -33,26 +32,17 @@ redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) * 1000 / per_second) +
 return {allowed, tostring(tokens)}
 `;
 
-// A limiter must never be what makes a request slow: a Redis that does not answer this fast is
-// treated as gone (the caller fails open).
-const COMMAND_TIMEOUT_MS = 500;
-
 type TakeTokenCommand = (key: string, perSecond: number, burst: number) => Promise<[number, string]>;
 
-/** Buckets shared by every node through Redis (REDIS_URL): N nodes enforce one budget per key. */
+/**
+ * Buckets shared by every node through Redis (REDIS_URL): N nodes enforce one budget per key. On the
+ * service's one connection (redis.ts), whose commands never wait long: a limiter must never be what
+ * makes a request slow (a failed take fails open, rate-limit.ts).
+ */
 export class RedisBuckets implements TokenBuckets {
-  readonly #redis: Redis;
   readonly #takeToken: TakeTokenCommand;
 
-  /** Connects (connectRedis): a Redis that is down at start does not stop the start. */
-  static async connect(url: string, onConnectionError: (error: Error) => void): Promise<RedisBuckets> {
-    return new RedisBuckets(
-      await connectRedis(url, { commandTimeoutMs: COMMAND_TIMEOUT_MS, onConnectionError }),
-    );
-  }
-
-  private constructor(redis: Redis) {
-    this.#redis = redis;
+  constructor(redis: Redis) {
     redis.defineCommand('petstoreTakeToken', { numberOfKeys: 1, lua: TAKE_TOKEN });
     const command = (redis as unknown as { petstoreTakeToken: TakeTokenCommand }).petstoreTakeToken;
     this.#takeToken = command.bind(redis);
@@ -63,7 +53,6 @@ export class RedisBuckets implements TokenBuckets {
     return describeBucket(allowed === 1, Number(tokens), policy);
   }
 
-  async close(): Promise<void> {
-    this.#redis.disconnect();
-  }
+  /** The connection is the service's (redis.ts), closed by whoever opened it. */
+  async close(): Promise<void> {}
 }

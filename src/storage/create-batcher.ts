@@ -6,6 +6,8 @@
  * transaction; each caller's promise settles only once its own batch has committed, so a 201 still means
  * "on disk". The benchmark's `create` scenario measured the difference (docs/benchmarks.md).
  */
+import { AsyncResource } from 'node:async_hooks';
+
 export type CommitBatch<T, R> = (items: readonly T[]) => Promise<readonly R[]> | readonly R[];
 
 interface Pending<T, R> {
@@ -46,6 +48,13 @@ export class CreateBatcher<T, R> {
 
   /** How long a batch waits for more once its first item arrived (0: until the event-loop turn ends). */
   readonly #lingerMs: number;
+  /** Run in each caller's own context once its batch committed, before its add() resolves. */
+  readonly #afterCommit: (() => Promise<void>) | undefined;
+  /**
+   * Where commits run: the batcher's own context, never one caller's (a batch is on no single caller's
+   * behalf; what is done for each caller is done in its own context, afterCommit).
+   */
+  readonly #context = new AsyncResource('CreateBatcher');
 
   constructor(
     commit: CommitBatch<T, R>,
@@ -53,25 +62,41 @@ export class CreateBatcher<T, R> {
       name = 'writes',
       maxBatchSize = MAX_BATCH_SIZE,
       lingerMs = 0,
-    }: { name?: string; maxBatchSize?: number; lingerMs?: number } = {},
+      afterCommit,
+    }: {
+      name?: string;
+      maxBatchSize?: number;
+      lingerMs?: number;
+      afterCommit?: (() => Promise<void>) | undefined;
+    } = {},
   ) {
     this.#commit = commit;
     this.#maxBatchSize = maxBatchSize;
     this.#name = name;
     this.#lingerMs = lingerMs;
+    this.#afterCommit = afterCommit;
   }
 
   /** Resolves to the committed result for `item` once the transaction holding it has committed. */
   add(item: T): Promise<R> {
-    return new Promise<R>((resolve, reject) => {
+    const committed = new Promise<R>((resolve, reject) => {
       this.#queue.push({ item, resolve, reject, caller: observer?.caller() });
       if (!this.#busy) {
         this.#busy = true;
         // setImmediate, not a microtask: every request whose bytes arrived in this event-loop turn is
         // parsed and queued before the first commit, so they share its fsync.
-        if (this.#lingerMs > 0) setTimeout(() => void this.#flush(), this.#lingerMs);
-        else setImmediate(() => void this.#flush());
+        this.#context.runInAsyncScope(() => {
+          if (this.#lingerMs > 0) setTimeout(() => void this.#flush(), this.#lingerMs);
+          else setImmediate(() => void this.#flush());
+        });
       }
+    });
+    const after = this.#afterCommit;
+    // A then callback runs in the context it was added in: this caller's.
+    if (!after) return committed;
+    return committed.then(async (result) => {
+      await after();
+      return result;
     });
   }
 

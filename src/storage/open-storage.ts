@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import type { Config } from '../config/config.js';
 import type { Storage } from '../domain/storage.js';
+import type { SharedRedis } from '../redis.js';
 
 /**
  * Picks the adapter from DATABASE_URL: `sqlite:<path>`, `sqlite::memory:` or `postgres://…`. Each
@@ -13,11 +14,12 @@ export async function openStorage(
     databaseTimeoutMs,
     databaseReplicaUrls = [],
     databaseReplicaMaxLagMs,
-    redisUrl,
   }: Pick<Config, 'databaseUrl' | 'databasePoolSize' | 'databaseTimeoutMs'> &
-    Partial<Pick<Config, 'databaseReplicaUrls' | 'databaseReplicaMaxLagMs' | 'redisUrl'>>,
+    Partial<Pick<Config, 'databaseReplicaUrls' | 'databaseReplicaMaxLagMs'>>,
   /** The key cache's clock; only PostgreSQL's cache remembers an active key, so only it needs one. */
   now: () => number = Date.now,
+  /** The service's Redis (REDIS_URL, redis.ts): where replicas' write positions are shared. */
+  redis?: SharedRedis,
 ): Promise<Storage> {
   if (databaseKind(databaseUrl) === 'sqlite') {
     const { SqliteStorage } = await import('./sqlite/sqlite-storage.js');
@@ -31,7 +33,7 @@ export async function openStorage(
       now,
       replicaUrls: databaseReplicaUrls,
       ...(databaseReplicaMaxLagMs === undefined ? {} : { replicaMaxLagMs: databaseReplicaMaxLagMs }),
-      redisUrl,
+      redis,
     });
   }
   throw new Error(

@@ -8,9 +8,7 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
-import type { Storage } from '../domain/storage.js';
 import { type GroupCommitObserver, observeGroupCommits } from '../storage/create-batcher.js';
-import { wrapMethods } from '../storage/intercept-errors.js';
 
 /** Ends `span` when `result` settles (an error marks it), and hands `result` on as it was. */
 function endWhenSettled<R>(span: Span, run: () => R): R {
@@ -77,32 +75,21 @@ export class StorageSpans implements GroupCommitObserver {
     return context.with(trace.setSpan(ROOT_CONTEXT, span), () => endWhenSettled(span, run));
   }
 
-  instrument(storage: Storage): Storage {
-    const spans = <T extends object>(target: T, area: string): T =>
-      wrapMethods(target, (call, method) => {
-        const name = `${area}.${method}`;
-        return (...args) => {
-          // Only as part of a request's trace that is kept: a background loop would make a root span
-          // per poll, and a request the sampler left out would pay for spans nobody sees.
-          if (!trace.getSpan(context.active())?.isRecording()) return call(args);
-          return this.#tracer.startActiveSpan(
-            name,
-            {
-              kind: SpanKind.CLIENT,
-              attributes: { 'db.system.name': this.#system, 'db.operation.name': name },
-            },
-            (span) => endWhenSettled(span, () => call(args)),
-          );
-        };
-      });
-    return {
-      ...storage,
-      pets: spans(storage.pets, 'pets'),
-      orders: spans(storage.orders, 'orders'),
-      apiKeys: spans(storage.apiKeys, 'apiKeys'),
-      idempotency: spans(storage.idempotency, 'idempotency'),
-      events: spans(storage.events, 'events'),
-      webhooks: spans(storage.webhooks, 'webhooks'),
-    };
+  /**
+   * Runs one storage call (`operation`: `pets.create`…) in a client span, when it is made inside a
+   * traced request: the storage boundary (boundary.ts) calls it around each call.
+   */
+  around<R>(operation: string, run: () => R): R {
+    // Only as part of a request's trace that is kept: a background loop would make a root span per
+    // poll, and a request the sampler left out would pay for spans nobody sees.
+    if (!trace.getSpan(context.active())?.isRecording()) return run();
+    return this.#tracer.startActiveSpan(
+      operation,
+      {
+        kind: SpanKind.CLIENT,
+        attributes: { 'db.system.name': this.#system, 'db.operation.name': operation },
+      },
+      (span) => endWhenSettled(span, run),
+    );
   }
 }

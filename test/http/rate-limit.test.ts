@@ -34,6 +34,10 @@ async function reachable(port: number): Promise<void> {
   throw new Error(`nothing listens on ${port}`);
 }
 
+/** What the service logs (at warn) once when its Redis connection fails, however long it stays away. */
+const REDIS_CONNECTION_LOST =
+  'redis: connection lost or refused; reconnecting every 2 s at most, logged again once it is back';
+
 const counterValue = async (server: TestServer, name: string): Promise<number> => {
   const text = (await server.request('GET', '/metrics', { key: null })).text;
   const line = text.split('\n').find((l) => l.startsWith(`${name} `));
@@ -292,11 +296,43 @@ for (const backend of httpLayerBackends) {
           assert.equal(fields(res).limit, null);
         }
         assert.equal(await counterValue(server, 'petstore_rate_limit_fail_open_total'), 3);
-        // Logged at warn once for the outage, not once per request.
+        // Logged at warn once for the outage, not once per request: the connection's, then the limiter's.
         const warnings = lines.filter((entry) => entry.level === 40);
         assert.deepEqual(
           warnings.map((entry) => entry.msg),
-          ['rate limiter unavailable: requests pass unlimited'],
+          [REDIS_CONNECTION_LOST, 'rate limiter unavailable: requests pass unlimited'],
+        );
+      } finally {
+        await server.close();
+      }
+    });
+
+    test('when REDIS_URL points where nothing listens, then each failed reconnect is counted, and the outage is logged once', async () => {
+      const port = await freePort();
+      const { lines, logger } = captureLog('warn');
+      const server = await startTestServer({
+        backend,
+        env: { ...NO_REFILL, RATE_LIMIT_BURST: '1', REDIS_URL: `redis://127.0.0.1:${port}` },
+        logger,
+      });
+      try {
+        // Reconnects 100, 200, 300… ms apart: several fail within a second and a half.
+        const failures = await until(
+          async () => {
+            const text = (await server.request('GET', '/metrics', { key: null })).text;
+            const line = text
+              .split('\n')
+              .find((l) => l.startsWith('petstore_redis_errors_total{source="connection"} '));
+            return Number(line?.split(' ')[1] ?? 0);
+          },
+          (count) => count >= 3,
+          'three failed connection attempts to be counted',
+        );
+        assert.ok(failures >= 3);
+        const warnings = lines.filter((entry) => entry.level === 40).map((entry) => entry.msg);
+        assert.deepEqual(
+          warnings.filter((msg) => msg === REDIS_CONNECTION_LOST),
+          [REDIS_CONNECTION_LOST],
         );
       } finally {
         await server.close();

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import type { ReadStats } from '../../src/domain/storage.js';
 import { openStorage } from '../../src/storage/open-storage.js';
+import { type ReadStats, replicaReads } from '../../src/storage/replica-reads.js';
 import { createSchema, type ThrowawayDatabase } from '../../support/postgres-admin.js';
 import { type ReplicationPair, replicationPair } from '../../support/postgres-replication.js';
 import { oneLineFailure, runInProcess } from '../support/cli.js';
@@ -34,6 +34,8 @@ describe('read replicas (a real primary and streaming replica)', () => {
       DATABASE_REPLICA_MAX_LAG_MS: String(MAX_LAG_MS),
       REDIS_URL: 'redis://127.0.0.1:6379',
       PETSTORE_API_KEYS: `${WRITER},${READER}`,
+      // The webhook endpoint below names a local address; nothing listens there (its deliveries fail).
+      WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
     };
     const database = {
       url: schema.url,
@@ -56,7 +58,7 @@ describe('read replicas (a real primary and streaming replica)', () => {
     await schema?.drop();
   });
 
-  const stats = (node: TestServer) => node.storage.readStats?.() as ReadStats;
+  const stats = (node: TestServer) => replicaReads(node.storage)?.stats() as ReadStats;
   const petsById = (node: TestServer, key: string, id: string) =>
     node.request('GET', `/v1/pets?id=${id}`, { key, timeoutMs: ANSWER_MS });
 
@@ -156,6 +158,46 @@ describe('read replicas (a real primary and streaming replica)', () => {
       (reads) => reads > replicaReads,
       'the reader to be served by the replica again',
     );
+  });
+
+  test('when a key changes a webhook endpoint (PATCH: a write no code registers) while replay is paused, then its next read, on the other node, sees the change, and another key still reads the replica', async () => {
+    const created = await a.request('POST', '/v1/webhook-endpoints', {
+      key: WRITER,
+      body: { url: 'http://127.0.0.1:9/hooks', types: ['order.placed'], description: 'before' },
+    });
+    assert.equal(created.status, 201);
+    const path = `/v1/webhook-endpoints/${created.json<{ id: number }>().id}`;
+    const description = (node: TestServer, key: string) =>
+      node.request('GET', path, { key, timeoutMs: ANSWER_MS });
+    // Once B knows the replica replayed the create, the create's own position no longer keeps the
+    // writer's reads on the primary: only the PATCH's can.
+    await until(
+      async () => {
+        const replicaReads = stats(b).reads.replica;
+        const answer = await description(b, WRITER);
+        return answer.status === 200 && stats(b).reads.replica > replicaReads;
+      },
+      (servedByReplica) => servedByReplica,
+      "the writer's read of the endpoint to be served by the replica",
+    );
+    await pair.pauseReplay();
+    try {
+      const changed = await a.request('PATCH', path, { key: WRITER, body: { description: 'after' } });
+      assert.equal(changed.status, 200);
+      const own = await description(b, WRITER);
+      assert.equal(own.status, 200);
+      assert.equal(own.json<{ description: string }>().description, 'after', 'the writer reads its PATCH');
+      const replicaReadsBefore = stats(b).reads.replica;
+      const stale = await description(b, READER);
+      assert.equal(
+        stale.json<{ description: string }>().description,
+        'before',
+        'another key reads the replica, which has not replayed the PATCH',
+      );
+      assert.equal(stats(b).reads.replica, replicaReadsBefore + 1);
+    } finally {
+      await pair.resumeReplay();
+    }
   });
 
   test('when the replica is stopped, then every read on both nodes answers 200, and once it is back reads return to it', async () => {

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import type pg from 'pg';
-import { runInReadScope } from '../../src/domain/read-scope.js';
-import type { ReplicaChange } from '../../src/domain/storage.js';
+import { runInReadScope } from '../../src/storage/postgres/read-scope.js';
 import { ReadRouter } from '../../src/storage/postgres/replicas.js';
 import { parseLsn } from '../../src/storage/postgres/transaction.js';
 import { MemoryWritePositions, type WritePositions } from '../../src/storage/postgres/write-positions.js';
+import type { ReplicaChange } from '../../src/storage/replica-reads.js';
 
 // The router's choices with servers played by stand-ins: what a probe answers, and who answered a read.
 // The real thing, against a real primary and replica: read-replicas.test.ts.

@@ -5,6 +5,7 @@ import { parse } from 'lossless-json';
 import { type AppOptions, buildApp } from '../../src/app.js';
 import { type Config, loadConfig } from '../../src/config/config.js';
 import type { Storage } from '../../src/domain/storage.js';
+import { openRedis, redisWanted } from '../../src/redis.js';
 import { openStorage } from '../../src/storage/open-storage.js';
 import { type Backend, sqlite, type TestDatabase } from './backends.js';
 import { OpenApiContract } from './openapi-contract.js';
@@ -103,8 +104,11 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const config = testConfig(database.url, options.env);
   const now = options.now;
   // The same clock for the key cache as for the app: a test moving it moves both.
-  const storage = await openStorage(config, now ? () => now().getTime() : Date.now);
+  const redisUrl = redisWanted(config);
+  const redis = redisUrl ? await openRedis(redisUrl) : undefined;
+  const storage = await openStorage(config, now ? () => now().getTime() : Date.now, redis);
   const app = await buildApp({
+    redis,
     config,
     storage: options.wrapStorage ? options.wrapStorage(storage) : storage,
     ...(options.now ? { now: options.now } : {}),
@@ -161,6 +165,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       closeIdleConnections(app);
       await app.close();
       await storage.close();
+      await redis?.close();
       if (!options.database) await database.drop();
     },
   };

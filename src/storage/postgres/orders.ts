@@ -21,7 +21,7 @@ import { Refusal } from '../order-refusal.js';
 import { countRows } from './count.js';
 import { appendEvents } from './events.js';
 import type { PostgresIdempotencyKeys } from './idempotency.js';
-import { inTransaction, type ReadPool } from './transaction.js';
+import { afterGroupCommit, inTransaction, type ReadPool } from './transaction.js';
 
 const ORDER_COLUMNS = 'id, pet_id, status, placed_at';
 
@@ -170,7 +170,7 @@ export class PostgresOrderStore implements OrderStore {
     this.#idempotency = idempotency;
     this.#writes = new CreateBatcher(
       (writes) => inTransaction(this.#pool, (client) => this.#writeAll(client, writes)),
-      { name: 'orders.write' },
+      { name: 'orders.write', afterCommit: afterGroupCommit(pool) },
     );
   }
 

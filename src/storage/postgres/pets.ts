@@ -14,7 +14,7 @@ import { type PetRow, toPet } from '../pet-row.js';
 import { countRows } from './count.js';
 import { appendEvents } from './events.js';
 import type { PostgresIdempotencyKeys } from './idempotency.js';
-import { inTransaction, type ReadPool } from './transaction.js';
+import { afterGroupCommit, inTransaction, type ReadPool } from './transaction.js';
 
 const PET_COLUMNS = 'id, name, category_id, status';
 
@@ -160,14 +160,16 @@ export class PostgresPetStore implements PetStore {
   /** createPet's Idempotency-Key records. */
   readonly #idempotency: PostgresIdempotencyKeys;
   // One batch in flight at a time; creates arriving meanwhile go together in the next one.
-  readonly #creates = new CreateBatcher<PetCreation, CreatedPet>((creations) => this.#createAll(creations), {
-    name: 'pets.create',
-  });
+  readonly #creates: CreateBatcher<PetCreation, CreatedPet>;
 
   constructor(pool: pg.Pool, idempotency: PostgresIdempotencyKeys, reads: ReadPool = pool) {
     this.#pool = pool;
     this.#reads = reads;
     this.#idempotency = idempotency;
+    this.#creates = new CreateBatcher((creations) => this.#createAll(creations), {
+      name: 'pets.create',
+      afterCommit: afterGroupCommit(pool),
+    });
   }
 
   /** One transaction, one commit, for the whole batch: the pets, their claims and their events. */

@@ -1,20 +1,19 @@
 import pg from 'pg';
 import { ApiKeyCache } from '../../domain/api-key-cache.js';
 import type { EventStore } from '../../domain/events.js';
-import { currentReadScope } from '../../domain/read-scope.js';
 import type {
   ApiKeyStore,
   IdempotencyStore,
   OrderStore,
   PetStore,
   PoolStats,
-  ReadStats,
-  ReplicaChange,
   SchemaVersions,
   Storage,
 } from '../../domain/storage.js';
 import type { WebhookStore } from '../../domain/webhooks.js';
-import { wrapMethods } from '../intercept-errors.js';
+import type { SharedRedis } from '../../redis.js';
+import { offerUntranslated } from '../boundary.js';
+import { offerReplicaReads } from '../replica-reads.js';
 import { toStorageError, translateUnavailable } from '../unavailable.js';
 import { PostgresApiKeyStore } from './api-keys.js';
 import { isPostgresUnavailable } from './errors.js';
@@ -24,9 +23,10 @@ import { migrate } from './migrations.js';
 import { PostgresNotifications } from './notifications.js';
 import { PostgresOrderStore } from './orders.js';
 import { PostgresPetStore } from './pets.js';
+import { currentReadScope } from './read-scope.js';
 import { ReadRouter } from './replicas.js';
 import { PostgresSecrets } from './secrets.js';
-import { followCommits, type ReadPool } from './transaction.js';
+import { followWrites, type ReadPool, type WriteFollower } from './transaction.js';
 import { PostgresWebhookStore } from './webhooks.js';
 import {
   MemoryWritePositions,
@@ -47,7 +47,7 @@ export interface PostgresOptions {
   /** A replica further behind than this is not read from (DATABASE_REPLICA_MAX_LAG_MS). */
   replicaMaxLagMs?: number;
   /** Where keys' write positions are shared between nodes (REDIS_URL); this process only when unset. */
-  redisUrl?: string | undefined;
+  redis?: SharedRedis | undefined;
 }
 
 /**
@@ -56,45 +56,15 @@ export interface PostgresOptions {
  */
 const writePositionTtlMs = (maxLagMs: number) => Math.max(30_000, maxLagMs * 10);
 
-/** These writes commit through inTransaction, whose commits report the position (followCommits). */
-const FOLLOWED_WRITES = {
-  pets: ['create'],
-  orders: ['place', 'settle'],
-  webhooks: ['createEndpoint', 'startRecovery'],
-} as const;
-/** These are one statement each, committed on their own: the position is asked for after them. */
-const OTHER_WRITES = {
-  webhooks: ['deleteEndpoint', 'enableEndpoint', 'rotateSecret', 'retryDelivery', 'updateEndpoint'],
-} as const;
-
-/**
- * The store, with each write by a caller (in a read scope) recording, once it has committed and before
- * it resolves (so before the client hears of it), the primary's position for the caller's key.
- */
-function recordingWrites<T extends object>(
-  store: T,
-  followed: readonly string[],
-  other: readonly string[],
-  router: ReadRouter,
-  lastCommit: () => bigint,
-): T {
-  return wrapMethods(store, (call, method) => {
-    const position = followed.includes(method)
-      ? async () => lastCommit()
-      : other.includes(method)
-        ? // Asked after the write committed: a failure must not fail the write. Not knowing, the key's
-          // reads go to the primary until its position expires.
-          () => router.primaryPosition().catch(() => UNKNOWN_POSITION)
-        : undefined;
-    if (!position) return (...args) => call(args);
-    return async (...args) => {
-      // Read now, in the caller's context: a create joins a batch committed from another.
-      const scope = currentReadScope();
-      const result = await call(args);
-      if (scope) await router.wrote(scope.key, await position());
-      return result;
-    };
-  });
+/** Records each write of a caller in a read scope, for its key, on the replicas' router. */
+function writesFollowedBy(router: ReadRouter): WriteFollower {
+  return {
+    writer: () => currentReadScope()?.key,
+    wrote: (key, lsn) => router.wrote(key, lsn),
+    // Asked after the write committed: a failure must not fail the write. Not knowing, the key's
+    // reads go to the primary until its position expires.
+    position: () => router.primaryPosition().catch(() => UNKNOWN_POSITION),
+  };
 }
 
 /**
@@ -150,16 +120,16 @@ async function openReplicas(primary: pg.Pool, options: PostgresOptions): Promise
   const maxLagMs = options.replicaMaxLagMs ?? 1_000;
   const ttlMs = writePositionTtlMs(maxLagMs);
   let positions: WritePositions;
-  if (options.redisUrl) {
+  if (options.redis) {
     // Prefixed with the primary's identity: two clusters sharing one Redis keep their positions apart.
     const { rows } = await primary.query<{ id: string }>(
       'SELECT system_identifier::text AS id FROM pg_control_system()',
     );
-    positions = await RedisWritePositions.connect(
-      options.redisUrl,
+    positions = new RedisWritePositions(
+      options.redis.client,
       `petstore:wal:${rows[0]?.id ?? ''}:`,
       ttlMs,
-      () => undefined,
+      options.redis.health,
     );
   } else {
     positions = new MemoryWritePositions(ttlMs);
@@ -202,50 +172,35 @@ export class PostgresStorage implements Storage {
     this.#router = router;
     this.schema = schema;
     const reads: ReadPool = router ?? pool;
-    let lastCommit = 0n;
-    if (router)
-      followCommits(pool, (lsn) => {
-        if (lsn > lastCommit) lastCommit = lsn;
-      });
-    const recording = <T extends object>(store: T, name: 'pets' | 'orders' | 'webhooks'): T =>
-      router
-        ? recordingWrites(
-            store,
-            FOLLOWED_WRITES[name],
-            name === 'webhooks' ? OTHER_WRITES.webhooks : [],
-            router,
-            () => lastCommit,
-          )
-        : store;
-    const idempotency = new PostgresIdempotencyStore(pool);
-    this.pets = recording(
-      translateUnavailable(new PostgresPetStore(pool, idempotency.pets, reads), isPostgresUnavailable),
-      'pets',
-    );
-    this.orders = recording(
-      translateUnavailable(new PostgresOrderStore(pool, idempotency.orders, reads), isPostgresUnavailable),
-      'orders',
-    );
+    // With replicas, the stores write through a pool whose every write records, for the caller in a
+    // read scope, the primary's position once committed (read-your-writes): whatever the method.
+    const writes = router ? followWrites(pool, writesFollowedBy(router)) : pool;
+    const idempotency = new PostgresIdempotencyStore(writes);
+    this.#notifications = new PostgresNotifications(url);
+    const stores = {
+      pets: new PostgresPetStore(writes, idempotency.pets, reads),
+      orders: new PostgresOrderStore(writes, idempotency.orders, reads),
+      idempotency,
+      events: new PostgresEventStore(writes, this.#notifications, reads),
+      webhooks: new PostgresWebhookStore(writes, this.#notifications, idempotency.recoveries, reads),
+    };
+    this.pets = translateUnavailable(stores.pets, isPostgresUnavailable);
+    this.orders = translateUnavailable(stores.orders, isPostgresUnavailable);
     // A lookup is a round trip here: a key found active is trusted for KEY_CACHE_TTL_MS.
     this.apiKeys = new ApiKeyCache(
       translateUnavailable(new PostgresApiKeyStore(pool), isPostgresUnavailable),
       { rememberActive: true },
       now,
     );
-    this.idempotency = translateUnavailable(idempotency, isPostgresUnavailable);
-    this.#notifications = new PostgresNotifications(url);
-    this.events = translateUnavailable(
-      new PostgresEventStore(pool, this.#notifications, reads),
-      isPostgresUnavailable,
-    );
-    this.webhooks = recording(
-      translateUnavailable(
-        new PostgresWebhookStore(pool, this.#notifications, idempotency.recoveries, reads),
-        isPostgresUnavailable,
-      ),
-      'webhooks',
-    );
+    this.idempotency = translateUnavailable(stores.idempotency, isPostgresUnavailable);
+    this.events = translateUnavailable(stores.events, isPostgresUnavailable);
+    this.webhooks = translateUnavailable(stores.webhooks, isPostgresUnavailable);
+    // The app's boundary translates in its own pass (boundary.ts).
+    offerUntranslated(this, stores, (error) => toStorageError(error, isPostgresUnavailable));
     this.#secrets = translateUnavailable(new PostgresSecrets(pool), isPostgresUnavailable);
+    // Where reads were served, and each replica's state: for the app's metrics and log (replica-reads.ts).
+    if (router)
+      offerReplicaReads(this, { stats: () => router.stats(), watch: (listener) => router.watch(listener) });
   }
 
   /** Connects and applies pending migrations; rejects when the database cannot be reached. */
@@ -267,15 +222,6 @@ export class PostgresStorage implements Storage {
     const pool = newPool(url, options);
     const router = await openReplicas(pool, options);
     return new PostgresStorage(pool, url, schema, options.now, router);
-  }
-
-  /** Reads by where they were served, and each replica's state; undefined without replicas. */
-  readStats(): ReadStats | undefined {
-    return this.#router?.stats();
-  }
-
-  watchReplicas(listener: (change: ReplicaChange) => void): void {
-    this.#router?.watch(listener);
   }
 
   sharedSecret(name: string): Promise<Buffer> {

@@ -1,7 +1,7 @@
 import type pg from 'pg';
-import { currentReadScope, type ReadScope } from '../../domain/read-scope.js';
-import type { ReadStats, ReplicaChange } from '../../domain/storage.js';
+import type { ReadStats, ReplicaChange } from '../replica-reads.js';
 import { isPostgresUnavailable } from './errors.js';
+import { currentReadScope, type ReadScope } from './read-scope.js';
 import { replicaLabel } from './replica-label.js';
 import { parseLsn } from './transaction.js';
 import type { WritePositions } from './write-positions.js';
@@ -56,7 +56,7 @@ export interface ReadRouterOptions {
  * Sends the API's reads to a replica fresh enough for the caller, else to the primary (the approach of
  * GitLab's database load balancing: a replica, a chooser, per-key positions).
  *
- * - What is a read, and whose: the request's read scope (src/domain/read-scope.ts). Outside one, or in
+ * - What is a read, and whose: the request's read scope (src/storage/postgres/read-scope.ts). Outside one, or in
  *   a write's, everything goes to the primary: writes, their transactions, key lookups, background work.
  * - Fresh enough: a replica is used only when its replay is within `maxLagMs` of the primary, and for a
  *   key that wrote, only once it has replayed past the key's last write (WritePositions).

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { connectRedis } from '../../redis.js';
+import type { RedisHealth } from '../../redis.js';
 
 /**
  * Where each API key's last write stands in the primary's WAL: a replica serves the key's reads only
@@ -67,57 +67,48 @@ return 1
 
 type RecordMaxCommand = (key: string, lsn: string, ttlMs: number) => Promise<number>;
 
-/** A Redis command that does not answer this fast counts as failed: the read goes to the primary. */
-const COMMAND_TIMEOUT_MS = 500;
-
 /**
  * Positions shared by every node through Redis (REDIS_URL), so a key that writes through one node and
  * reads through another still reads its write. Keys are prefixed with the primary's system identifier:
- * two clusters sharing one Redis never read each other's positions.
+ * two clusters sharing one Redis never read each other's positions. On the service's one connection
+ * (redis.ts), whose commands fail fast: a lookup that fails sends the read to the primary. Failures are
+ * told to the connection's health (counted, an outage logged once).
  */
 export class RedisWritePositions implements WritePositions {
   readonly #redis: Redis;
   readonly #recordMax: RecordMaxCommand;
   readonly #prefix: string;
   readonly #ttlMs: number;
-  readonly #onError: (error: unknown) => void;
+  readonly #health: Pick<RedisHealth, 'failed' | 'succeeded'>;
   /** This node's own writes too: a position Redis failed to take still holds on the node that wrote. */
   readonly #local: MemoryWritePositions;
 
-  constructor(redis: Redis, prefix: string, ttlMs: number, onError: (error: unknown) => void) {
+  constructor(
+    redis: Redis,
+    prefix: string,
+    ttlMs: number,
+    health: Pick<RedisHealth, 'failed' | 'succeeded'>,
+  ) {
     this.#redis = redis;
     this.#local = new MemoryWritePositions(ttlMs);
     this.#prefix = prefix;
     this.#ttlMs = ttlMs;
-    this.#onError = onError;
+    this.#health = health;
     redis.defineCommand('petstoreRecordWritePosition', { numberOfKeys: 1, lua: RECORD_MAX });
     this.#recordMax = (
       redis as unknown as { petstoreRecordWritePosition: RecordMaxCommand }
     ).petstoreRecordWritePosition.bind(redis);
   }
 
-  /** Connects (connectRedis): a Redis that is down at start does not stop the start. */
-  static async connect(
-    url: string,
-    prefix: string,
-    ttlMs: number,
-    onError: (error: unknown) => void,
-  ): Promise<RedisWritePositions> {
-    const redis = await connectRedis(url, {
-      commandTimeoutMs: COMMAND_TIMEOUT_MS,
-      onConnectionError: onError,
-    });
-    return new RedisWritePositions(redis, prefix, ttlMs, onError);
-  }
-
   async record(key: string, lsn: bigint): Promise<void> {
     await this.#local.record(key, lsn);
     try {
       await this.#recordMax(this.#prefix + key, lsn.toString(16).padStart(16, '0'), this.#ttlMs);
+      this.#health.succeeded('write_positions');
     } catch (error) {
       // The write itself committed: it is not failed for this. Other nodes may then serve this key
       // from a replica that has not replayed it yet, until the replica catches up (within the bound).
-      this.#onError(error);
+      this.#health.failed('write_positions', error);
     }
   }
 
@@ -126,14 +117,14 @@ export class RedisWritePositions implements WritePositions {
       const value = await this.#redis.get(this.#prefix + key);
       const local = await this.#local.get(key);
       const shared = value === null ? undefined : BigInt(`0x${value}`);
+      this.#health.succeeded('write_positions');
       return local === undefined || (shared !== undefined && shared > local) ? shared : local;
     } catch (error) {
-      this.#onError(error);
+      this.#health.failed('write_positions', error);
       return UNKNOWN_POSITION;
     }
   }
 
-  async close(): Promise<void> {
-    this.#redis.disconnect();
-  }
+  /** The connection is the service's (redis.ts), closed by whoever opened it. */
+  async close(): Promise<void> {}
 }

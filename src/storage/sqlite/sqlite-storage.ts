@@ -12,6 +12,7 @@ import type {
   Storage,
 } from '../../domain/storage.js';
 import type { WebhookStore } from '../../domain/webhooks.js';
+import { offerUntranslated } from '../boundary.js';
 import { toStorageError, translateUnavailable } from '../unavailable.js';
 import { SqliteApiKeyStore } from './api-keys.js';
 import { BetterSqlite3 } from './driver.js';
@@ -79,18 +80,28 @@ export class SqliteStorage implements Storage {
     // From here on a call that meets another process's lock returns at once, and is tried again after
     // a pause (lock-waits.ts): SQLite's own wait would block the event loop.
     this.#db.pragma('busy_timeout = 0');
+    const locking = <T extends object>(store: T): T => waitingForLocks(store, timeoutMs);
     const adapt = <T extends object>(store: T): T =>
-      translateUnavailable(waitingForLocks(store, timeoutMs), isSqliteUnavailable);
+      translateUnavailable(locking(store), isSqliteUnavailable);
     const idempotency = new SqliteIdempotencyStore(this.#db);
     const log = new SqliteEventLog(this.#db);
-    this.pets = adapt(new SqlitePetStore(this.#db, idempotency.pets, log));
-    this.orders = adapt(new SqliteOrderStore(this.#db, idempotency.orders, log));
-    this.events = adapt(new SqliteEventStore(this.#db, log));
-    this.webhooks = adapt(new SqliteWebhookStore(this.#db, log, idempotency.recoveries));
+    const stores = {
+      pets: locking(new SqlitePetStore(this.#db, idempotency.pets, log)),
+      orders: locking(new SqliteOrderStore(this.#db, idempotency.orders, log)),
+      idempotency: locking(idempotency),
+      events: locking(new SqliteEventStore(this.#db, log)),
+      webhooks: locking(new SqliteWebhookStore(this.#db, log, idempotency.recoveries)),
+    };
+    this.pets = translateUnavailable(stores.pets, isSqliteUnavailable);
+    this.orders = translateUnavailable(stores.orders, isSqliteUnavailable);
+    this.events = translateUnavailable(stores.events, isSqliteUnavailable);
+    this.webhooks = translateUnavailable(stores.webhooks, isSqliteUnavailable);
     // A lookup is microseconds here: only refusals are remembered, so a revocation is effective at once.
     this.apiKeys = new ApiKeyCache(adapt(new SqliteApiKeyStore(this.#db)), { rememberActive: false });
-    this.idempotency = adapt(idempotency);
+    this.idempotency = translateUnavailable(stores.idempotency, isSqliteUnavailable);
     this.#secrets = adapt(new SqliteSecrets(this.#db));
+    // The app's boundary translates in its own pass (boundary.ts).
+    offerUntranslated(this, stores, (error) => toStorageError(error, isSqliteUnavailable));
     this.#probe = this.#db.prepare(PROBE_WRITE);
   }
 

@@ -9,9 +9,11 @@ import { AsyncLocalStorage } from 'node:async_hooks';
  * use case: passing a "consistency token" through every read of every use case and store port would put
  * a storage concern into each signature, and writes that a store groups into one commit (pets, orders)
  * would still need it per item. The HTTP layer opens the scope once the caller is known (read-scope.ts
- * in src/http); the PostgreSQL adapter reads it when a read is asked for (its router) and when a
- * write resolves (to record the caller's position). The use cases in between neither see nor pass it.
- * Outside any scope (background work, the command line) everything goes to the primary.
+ * in src/http); the PostgreSQL adapter reads it when a read is asked for (its router, replicas.ts) and
+ * when a write commits (to record the caller's position, transaction.ts). The use cases in between
+ * neither see nor pass it, and the domain does not know of it: it lives here, beside the routing.
+ * Outside any scope (background work, the command line) everything goes to the primary. This module
+ * loads nothing of PostgreSQL's: the HTTP layer imports it whatever the database.
  */
 export interface ReadScope {
   /** The caller's identity for read-your-writes: SHA-256 of its API key. */
