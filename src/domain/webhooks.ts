@@ -313,12 +313,6 @@ export interface WebhookStore {
    * loses nothing. Resolves to how many events it went through.
    */
   fanOut(batch: number): Promise<number>;
-  /**
-   * Whether a fan-out holds the one writer that changes wait for (SQLite's): the deliverer then fans out
-   * within its share of the time. On a server database it runs beside the changes, and this process
-   * only waits for it.
-   */
-  readonly fanOutHoldsWriter: boolean;
   /** Gives leases back (a stopping node): those deliveries are due again at once. */
   releaseLeases(deliveries: readonly ClaimedDelivery[]): Promise<void>;
   /** When the next pending delivery is due (or its lease ends); undefined when none is pending. */

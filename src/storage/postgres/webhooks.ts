@@ -285,11 +285,6 @@ const claimedDelivery = (
  * the per-endpoint bound and throttle are exact; a commit that adds deliveries NOTIFYs every node (events.ts), which LISTENs here.
  */
 export class PostgresWebhookStore implements WebhookStore {
-  /**
-   * A fan-out runs in the server beside the changes; held to a share of the wall clock as on SQLite, it
-   * capped a node at about a thousand events a second.
-   */
-  readonly fanOutHoldsWriter = false;
   readonly #pool: pg.Pool;
   readonly #notifications: PostgresNotifications;
   /** recover's Idempotency-Key records. */

@@ -319,8 +319,6 @@ function prepareDeliveryStatements(db: Database.Database) {
  * delivery and the per-endpoint bound counts every process's leases.
  */
 export class SqliteWebhookStore implements WebhookStore {
-  /** A fan-out is a write transaction on the file's one writer, which every change waits for. */
-  readonly fanOutHoldsWriter = true;
   readonly #db: Database.Database;
   readonly #log: SqliteEventLog;
   /** recover's Idempotency-Key records. */
