@@ -151,7 +151,7 @@ for (const backend of backends) {
       assert.equal(receiver.received.filter((r) => r.path === '/watch').length, 1, 'one notice in all');
     });
 
-    test('when an endpoint limited to 20 a second has 400 events waiting and two deliver nodes deliver them, then after the one burst a full bucket allows, no second sees more than 20, and every event arrives once', async (t) => {
+    test('when an endpoint limited to 20 a second has 400 events waiting and two deliver nodes deliver them, then after the one burst a full bucket allows, no second sees more than 20 (give or take two arrivals late from their claim), the whole takes 18 s or more, and every event arrives once', async (t) => {
       const later = cleanUpInReverse(t);
       const receiver = await WebhookReceiver.start();
       later(() => receiver.close());
