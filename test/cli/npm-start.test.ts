@@ -46,6 +46,11 @@ test('when npm start gets SIGTERM, then the service it started gets it too, shut
   assert.notEqual(servicePid, npm.pid, 'the service is a process of its own');
   const url = String(listening.msg).slice('Server listening at '.length);
   assert.equal((await fetch(`${url}/healthz`)).status, 200);
+  // The README: after npm start, the console is at /console (built by npm install's build).
+  const page = await fetch(`${url}/console`);
+  assert.equal(page.status, 200);
+  assert.equal(page.headers.get('content-type'), 'text/html; charset=utf-8');
+  assert.match(page.headers.get('content-security-policy') ?? '', /default-src 'none'/);
 
   npm.kill('SIGTERM');
   assert.equal(await exited, 0);
