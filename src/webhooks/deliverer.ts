@@ -96,12 +96,17 @@ export class Deliverer {
   #wake: (() => void) | undefined;
   #loop: Promise<void> | undefined;
   #unwatch: (() => void) | undefined;
+  /**
+   * The database told of a change since the last round (watch: events committed, a retry or recovery
+   * asked for, an endpoint enabled): fan out and look at the recoveries. An attempt ending only claims.
+   */
+  #changed = true;
   /** Whether events may be left to fan out. */
   #fanOutLeft = true;
-  /** Whether the last sleep ran its whole MAX_IDLE_MS, unwoken. */
-  #sleptLongest = false;
-  /** Whether the last claim found more due than it could take. */
-  #moreDue = false;
+  /** Whether a recovery moved a batch at the last look: it may have more. */
+  #recovering = false;
+  /** When the fan-out and recoveries were last looked at: at least every MAX_IDLE_MS, told or not. */
+  #lookedAt = Number.NEGATIVE_INFINITY;
 
   constructor(options: DelivererOptions) {
     this.#o = { random: Math.random, ...options };
@@ -109,7 +114,10 @@ export class Deliverer {
   }
 
   start(): void {
-    this.#unwatch = this.#o.store.watch(() => this.wake());
+    this.#unwatch = this.#o.store.watch(() => {
+      this.#changed = true;
+      this.wake();
+    });
     this.#loop = this.#run();
   }
 
@@ -147,11 +155,7 @@ export class Deliverer {
       const since = performance.now() - roundStarted;
       if (since < MIN_ROUND_MS) await sleep(MIN_ROUND_MS - since);
       roundStarted = performance.now();
-      // Woken (new events), or slept its longest (a wake-up may have been missed): events may wait to be
-      // fanned out. A look costs one index lookup.
-      if (this.#woken || this.#sleptLongest) this.#fanOutLeft = true;
       this.#woken = false;
-      this.#sleptLongest = false;
       let waitMs: number;
       try {
         waitMs = await this.#round();
@@ -159,18 +163,25 @@ export class Deliverer {
         this.#logFailure(error, {}, 'claiming webhook deliveries failed');
         waitMs = STORAGE_PAUSE_MS;
       }
-      if (waitMs > 0 && !this.#woken && !this.#stopping) {
-        await this.#sleep(waitMs);
-        this.#sleptLongest = waitMs >= MAX_IDLE_MS && !this.#woken;
-      }
+      if (waitMs > 0 && !this.#woken && !this.#stopping) await this.#sleep(waitMs);
     }
   }
 
   /** Fans out, claims what is due into the queues; resolves to how long to sleep before looking again. */
   async #round(): Promise<number> {
-    await this.#fanOut();
-    // A recovery's next batch becomes due now (a read, when none is under way).
-    await this.#o.store.recoverNext(this.#o.now(), RECOVER_BATCH);
+    // Told of a change, or not looked for a while (a change none can tell: another process on a SQLite
+    // file, a lease left by a node that died): events may wait to be fanned out, a recovery to move on.
+    const stale = performance.now() - this.#lookedAt >= MAX_IDLE_MS;
+    if (this.#changed || stale) {
+      this.#changed = false;
+      this.#lookedAt = performance.now();
+      this.#fanOutLeft = true;
+      this.#recovering = true;
+    }
+    if (this.#fanOutLeft) this.#fanOutLeft = (await this.#o.store.fanOut(FAN_OUT_BATCH)) === FAN_OUT_BATCH;
+    // A recovery's next batch becomes due now.
+    if (this.#recovering)
+      this.#recovering = (await this.#o.store.recoverNext(this.#o.now(), RECOVER_BATCH)) > 0;
     // Events left to fan out: look again at the next round.
     const fanOutWait = this.#fanOutLeft ? 1 : MAX_IDLE_MS;
     const free = this.#queues.room();
@@ -186,8 +197,8 @@ export class Deliverer {
     });
     this.#queues.add(claimed);
     this.#startQueued();
-    this.#moreDue = claimed.length === free;
-    if (this.#moreDue) return 0;
+    // More due than it could take: round again.
+    if (claimed.length === free) return 0;
     const due = await this.#o.store.nextDueAt();
     if (!due) return fanOutWait;
     // Compared with the instant the claim was made at: due by then yet not claimed means its endpoint
@@ -226,13 +237,13 @@ export class Deliverer {
         // while a round (a fan-out, a claim: database round trips) is under way.
         if (this.#queues.low(queue)) this.wake();
       };
-      const attempt = this.#attempt(delivery, queue, free).finally(() => {
+      const attempt = this.#attempt(delivery, queue, free).then((retrying) => {
         this.#queues.held -= 1;
         this.#inFlight.delete(delivery);
         free();
-        // Its outcome is written now: a retry may be due (a claim made while it was being written
-        // found it still leased).
-        this.wake();
+        // Its outcome is written now: its retry may be due, or the endpoint's bound (which counts the
+        // leases of outcomes not yet written) may have kept the last claim short of what is due.
+        if (retrying || this.#queues.low(queue)) this.wake();
       });
       this.#inFlight.set(delivery, attempt);
     }
@@ -240,12 +251,6 @@ export class Deliverer {
       this.#o.store.releaseLeases(expired).catch((error: unknown) => {
         this.#logFailure(error, {}, 'giving back webhook delivery leases failed');
       });
-  }
-
-  /** The events committed since the last look get their deliveries, a batch a round. */
-  async #fanOut(): Promise<void> {
-    if (!this.#fanOutLeft) return;
-    this.#fanOutLeft = (await this.#o.store.fanOut(FAN_OUT_BATCH)) === FAN_OUT_BATCH;
   }
 
   #sleep(ms: number): Promise<void> {
@@ -268,7 +273,8 @@ export class Deliverer {
     this.#o.log.warn({ err: error, ...context }, message);
   }
 
-  async #attempt(delivery: ClaimedDelivery, endpoint: EndpointQueue, answered: () => void): Promise<void> {
+  /** Resolves once its outcome is written (or failed to be): whether it scheduled a retry. */
+  async #attempt(delivery: ClaimedDelivery, endpoint: EndpointQueue, answered: () => void): Promise<boolean> {
     const { store, sender, schedule, now, log, metrics } = this.#o;
     const id = String(delivery.eventId);
     const startedAt = now();
@@ -300,9 +306,9 @@ export class Deliverer {
         { err: error, endpointId: String(delivery.endpointId), eventId: id },
         'recording a webhook attempt failed',
       );
-      return;
+      return false;
     }
-    if (!recorded.recorded) return;
+    if (!recorded.recorded) return false;
     metrics?.attempted(succeeded ? 'succeeded' : recorded.failed ? 'failed' : 'retrying', seconds);
     if (succeeded) metrics?.delivered((at.getTime() - delivery.occurredAt.getTime()) / 1000);
     if (recorded.failed) {
@@ -323,5 +329,6 @@ export class Deliverer {
         'webhook endpoint disabled',
       );
     }
+    return !succeeded && !recorded.failed && !recorded.disabled;
   }
 }
