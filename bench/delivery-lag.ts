@@ -51,6 +51,8 @@ export interface DeliveryLagResult {
   lagP50Ms: number;
   lagP99Ms: number;
   lagMaxMs: number;
+  /** A create's time from sent to answered while paced at T/2: what deliveries cost the API's requests. */
+  createP99Ms: number;
   /** CPU time of the service's processes and of the generator side (wrk, pacer, receiver), per second. */
   serviceCpuPerSecond: number;
   generatorCpuPerSecond: number;
@@ -127,13 +129,20 @@ const percentile = (sorted: number[], p: number) =>
 
 /**
  * Open-loop creates at `rate` per second for `seconds`: each sent when due, whatever the answers
- * before it. Resolves to the ids of the pets created (answered 201).
+ * before it. Resolves to the ids of the pets created (answered 201) and each create's time from sent
+ * to answered, sorted, in milliseconds.
  */
-async function paced(url: string, key: string, rate: number, seconds: number): Promise<number[]> {
+async function paced(
+  url: string,
+  key: string,
+  rate: number,
+  seconds: number,
+): Promise<{ created: number[]; latenciesMs: number[] }> {
   const agent = new HttpAgent({ keepAlive: true, maxSockets: 64 });
   const target = new URL('/v1/pets', url);
   let sent = 0;
   const created: number[] = [];
+  const latenciesMs: number[] = [];
   let answered = 0;
   const started = performance.now();
   const total = Math.round(rate * seconds);
@@ -141,6 +150,7 @@ async function paced(url: string, key: string, rate: number, seconds: number): P
     const send = () => {
       sent += 1;
       const body = JSON.stringify({ name: `lag ${sent}`, categoryId: sent % 100, status: 'available' });
+      const sentAt = performance.now();
       const req = request(
         target,
         {
@@ -152,6 +162,7 @@ async function paced(url: string, key: string, rate: number, seconds: number): P
           const chunks: Buffer[] = [];
           res.on('data', (chunk: Buffer) => chunks.push(chunk));
           res.on('end', () => {
+            latenciesMs.push(performance.now() - sentAt);
             if (res.statusCode === 201)
               created.push((JSON.parse(Buffer.concat(chunks).toString()) as { id: number }).id);
             answered += 1;
@@ -172,7 +183,7 @@ async function paced(url: string, key: string, rate: number, seconds: number): P
     }, 2);
   });
   agent.destroy();
-  return created;
+  return { created, latenciesMs: latenciesMs.sort((a, b) => a - b) };
 }
 
 interface Service {
@@ -288,7 +299,7 @@ export async function measureDeliveryLag(options: {
     log(`delivery-lag ${backend} ${layout}: creates paced at ${rate}/s for ${pacedSeconds} s`);
     const pacedStarted = performance.now();
     const pacedCpuBefore = serviceCpu();
-    const created = await paced(service.url, key, rate, pacedSeconds);
+    const { created, latenciesMs } = await paced(service.url, key, rate, pacedSeconds);
     const pacedCores = (serviceCpu() - pacedCpuBefore) / 1e6 / ((performance.now() - pacedStarted) / 1000);
     let lagsById = new Map<number, number>();
     let count = 0;
@@ -319,6 +330,7 @@ export async function measureDeliveryLag(options: {
       lagP50Ms: percentile(lags, 50),
       lagP99Ms: percentile(lags, 99),
       lagMaxMs: lags.at(-1) ?? Number.NaN,
+      createP99Ms: percentile(latenciesMs, 99),
       serviceCpuPerSecond: (serviceCpu() - cpuBefore) / 1e6 / wall,
       generatorCpuPerSecond:
         (closed.generatorCpuMicros + own.user + own.system + receiver.cpuMicros()) / 1e6 / wall,
@@ -339,12 +351,12 @@ const LAYOUT_NAMES: Record<Layout, string> = {
 export function renderDeliveryLag(results: readonly DeliveryLagResult[]): string {
   const s = (ms: number) => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(2)} s` : 'not within the bound');
   const lines = [
-    '| backend | layout | T (creates/s, closed loop) | deliveries per create under it | service CPU under it (cores) | backlog left, delivered in | paced at T/2: delivered | service CPU meanwhile (cores) | lag p50 | lag p99 | lag max | service CPU / generator CPU (cores) |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| backend | layout | T (creates/s, closed loop) | deliveries per create under it | service CPU under it (cores) | backlog left, delivered in | paced at T/2: delivered | service CPU meanwhile (cores) | lag p50 | lag p99 | lag max | create p99 meanwhile | service CPU / generator CPU (cores) |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const r of results) {
     lines.push(
-      `| ${r.backend} | ${LAYOUT_NAMES[r.layout]} | ${r.saturatedCreatesPerSecond.toFixed(0)} | ${(r.saturatedDeliveriesPerSecond / r.saturatedCreatesPerSecond).toFixed(2)} | ${r.saturatedServiceCores.toFixed(2)} | ${Number.isFinite(r.backlogSeconds) ? `${r.backlogSeconds.toFixed(1)} s` : 'not within 120 s'} | ${r.pacedDelivered} of ${r.pacedCreates} | ${r.pacedServiceCores.toFixed(2)} | ${s(r.lagP50Ms)} | ${s(r.lagP99Ms)} | ${s(r.lagMaxMs)} | ${r.serviceCpuPerSecond.toFixed(2)} / ${r.generatorCpuPerSecond.toFixed(2)} |`,
+      `| ${r.backend} | ${LAYOUT_NAMES[r.layout]} | ${r.saturatedCreatesPerSecond.toFixed(0)} | ${(r.saturatedDeliveriesPerSecond / r.saturatedCreatesPerSecond).toFixed(2)} | ${r.saturatedServiceCores.toFixed(2)} | ${Number.isFinite(r.backlogSeconds) ? `${r.backlogSeconds.toFixed(1)} s` : 'not within 120 s'} | ${r.pacedDelivered} of ${r.pacedCreates} | ${r.pacedServiceCores.toFixed(2)} | ${s(r.lagP50Ms)} | ${s(r.lagP99Ms)} | ${s(r.lagMaxMs)} | ${Number.isFinite(r.createP99Ms) ? `${r.createP99Ms.toFixed(1)} ms` : '–'} | ${r.serviceCpuPerSecond.toFixed(2)} / ${r.generatorCpuPerSecond.toFixed(2)} |`,
     );
   }
   return lines.join('\n');

@@ -58,7 +58,7 @@ import { MemoryBuckets } from './rate-limit/memory-buckets.js';
 import { redisWanted, type SharedRedis } from './redis.js';
 import { replicaReads } from './storage/replica-reads.js';
 import type { Tracing } from './tracing/tracing.js';
-import type { DelivererMetrics } from './webhooks/deliverer.js';
+import type { DelivererMetrics } from './webhooks/attempt.js';
 import { DeliveryThread } from './webhooks/delivery-thread.js';
 import { newDeliverer } from './webhooks/new-deliverer.js';
 

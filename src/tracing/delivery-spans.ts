@@ -9,7 +9,7 @@ import {
   trace,
 } from '@opentelemetry/api';
 import type { ClaimedDelivery } from '../domain/webhooks.js';
-import type { DeliveryTracer } from '../webhooks/deliverer.js';
+import type { DeliveryTracer } from '../webhooks/attempt.js';
 import type { SendResult } from '../webhooks/sender.js';
 
 /**

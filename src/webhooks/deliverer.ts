@@ -1,45 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { attemptOutcome } from '../domain/attempt-outcome.js';
 import { StorageUnavailableError } from '../domain/errors.js';
-import { type ClaimedDelivery, RECOVER_BATCH, type WebhookStore } from '../domain/webhooks.js';
-import { type EndpointQueue, EndpointQueues } from './endpoint-queues.js';
-import type { SendResult, WebhookSender } from './sender.js';
-import { webhookHeaders } from './signature.js';
+import { type ClaimedDelivery, RECOVER_BATCH } from '../domain/webhooks.js';
+import { type AttemptParts, attemptDelivery } from './attempt.js';
+import { EndpointQueues } from './endpoint-queues.js';
 
-export interface DelivererLog {
-  info(object: object, message: string): void;
-  warn(object: object, message: string): void;
-}
-
-export interface DelivererMetrics {
-  attempted(outcome: 'succeeded' | 'retrying' | 'failed', seconds: number): void;
-  disabled(reason: string): void;
-  /** A 2xx arrived this long after its event occurred. */
-  delivered(lagSeconds: number): void;
-}
-
-/** Runs one attempt inside a trace span; `send` gets the headers that carry it (traceparent). */
-export interface DeliveryTracer {
-  attempt(
-    delivery: ClaimedDelivery,
-    send: (headers: Record<string, string>) => Promise<SendResult>,
-  ): Promise<SendResult>;
-}
-
-export interface DelivererOptions {
-  store: WebhookStore;
-  sender: WebhookSender;
-  /** Delays between attempts (WEBHOOK_RETRY_SCHEDULE), in milliseconds. */
-  schedule: readonly number[];
+export interface DelivererOptions extends Omit<AttemptParts, 'random'> {
   timeoutMs: number;
-  disableAfterMs: number;
   concurrencyPerEndpoint: number;
-  now: () => Date;
-  log: DelivererLog;
-  metrics?: DelivererMetrics | undefined;
-  /** When tracing is on: each attempt is a span (tracing/delivery-spans.ts). */
-  tracer?: DeliveryTracer | undefined;
   random?: () => number;
 }
 
@@ -84,13 +52,13 @@ const STORAGE_PAUSE_MS = 1_000;
  * the next delivery is due, or until woken by new events or a queue running low: no polling loop.
  */
 export class Deliverer {
-  readonly #o: Required<Omit<DelivererOptions, 'metrics' | 'tracer'>> &
-    Pick<DelivererOptions, 'metrics' | 'tracer'>;
+  readonly #o: DelivererOptions & AttemptParts;
   /** Who this process is in the leases it takes. */
   readonly #owner = randomUUID();
   /** Every attempt started and not yet recorded, answered or not. */
   readonly #inFlight = new Map<ClaimedDelivery, Promise<void>>();
   readonly #queues: EndpointQueues;
+  readonly #leaseMarginMs: number;
   #stopping = false;
   #woken = false;
   #wake: (() => void) | undefined;
@@ -110,7 +78,8 @@ export class Deliverer {
 
   constructor(options: DelivererOptions) {
     this.#o = { random: Math.random, ...options };
-    this.#queues = new EndpointQueues(options.concurrencyPerEndpoint, this.#leaseMargin());
+    this.#leaseMarginMs = Math.min(options.timeoutMs, LEASE_MARGIN_MS);
+    this.#queues = new EndpointQueues(options.concurrencyPerEndpoint, this.#leaseMarginMs);
   }
 
   start(): void {
@@ -160,7 +129,7 @@ export class Deliverer {
       try {
         waitMs = await this.#round();
       } catch (error) {
-        this.#logFailure(error, {}, 'claiming webhook deliveries failed');
+        this.#logFailure(error, 'claiming webhook deliveries failed');
         waitMs = STORAGE_PAUSE_MS;
       }
       if (waitMs > 0 && !this.#woken && !this.#stopping) await this.#sleep(waitMs);
@@ -188,7 +157,7 @@ export class Deliverer {
     // Holding all it may: an attempt ending wakes us.
     if (free <= 0) return fanOutWait;
     const now = this.#o.now();
-    const leaseUntil = new Date(now.getTime() + this.#o.timeoutMs + this.#leaseMargin());
+    const leaseUntil = new Date(now.getTime() + this.#o.timeoutMs + this.#leaseMarginMs);
     const { deliveries: claimed, throttledUntil } = await this.#o.store.claimDue(now, leaseUntil, {
       limit: free,
       perEndpoint: this.#o.concurrencyPerEndpoint,
@@ -209,10 +178,6 @@ export class Deliverer {
     return Math.min(wait <= 0 ? MAX_IDLE_MS : Math.min(wait, MAX_IDLE_MS), fanOutWait, throttled);
   }
 
-  #leaseMargin(): number {
-    return Math.min(this.#o.timeoutMs, LEASE_MARGIN_MS);
-  }
-
   /**
    * Starts queued attempts, endpoint by endpoint, within each one's bound and this process's. A queued
    * delivery whose lease no longer covers a whole attempt is given back instead: another process may
@@ -226,10 +191,12 @@ export class Deliverer {
       queue.active += 1;
       this.#queues.sending += 1;
       let answered = false;
-      // The slot is free once the answer is in, while its outcome waits to be written with others'.
-      const free = () => {
+      // The slot is free once the answer is in (`ms` later), while its outcome waits to be written with
+      // others'; or once the attempt ended, if it ended unanswered.
+      const free = (ms?: number) => {
         if (answered) return;
         answered = true;
+        if (ms !== undefined) this.#queues.paced(queue, ms);
         queue.active -= 1;
         this.#queues.sending -= 1;
         this.#startQueued();
@@ -237,7 +204,7 @@ export class Deliverer {
         // while a round (a fan-out, a claim: database round trips) is under way.
         if (this.#queues.low(queue)) this.wake();
       };
-      const attempt = this.#attempt(delivery, queue, free).then((retrying) => {
+      const attempt = attemptDelivery(this.#o, delivery, free).then((retrying) => {
         this.#queues.held -= 1;
         this.#inFlight.delete(delivery);
         free();
@@ -249,7 +216,7 @@ export class Deliverer {
     }
     if (expired.length > 0)
       this.#o.store.releaseLeases(expired).catch((error: unknown) => {
-        this.#logFailure(error, {}, 'giving back webhook delivery leases failed');
+        this.#logFailure(error, 'giving back webhook delivery leases failed');
       });
   }
 
@@ -268,67 +235,8 @@ export class Deliverer {
   }
 
   /** A database outage is logged once, when it begins and ends, by the storage; anything else here. */
-  #logFailure(error: unknown, context: object, message: string): void {
+  #logFailure(error: unknown, message: string): void {
     if (error instanceof StorageUnavailableError) return;
-    this.#o.log.warn({ err: error, ...context }, message);
-  }
-
-  /** Resolves once its outcome is written (or failed to be): whether it scheduled a retry. */
-  async #attempt(delivery: ClaimedDelivery, endpoint: EndpointQueue, answered: () => void): Promise<boolean> {
-    const { store, sender, schedule, now, log, metrics } = this.#o;
-    const id = String(delivery.eventId);
-    const startedAt = now();
-    const timestamp = Math.floor(startedAt.getTime() / 1000);
-    const started = performance.now();
-    const headers = webhookHeaders(delivery.secrets, id, timestamp, delivery.body);
-    const { tracer } = this.#o;
-    const result = await (tracer
-      ? tracer.attempt(delivery, (trace) =>
-          sender.send(delivery.endpointId, delivery.url, { ...headers, ...trace }, delivery.body),
-        )
-      : sender.send(delivery.endpointId, delivery.url, headers, delivery.body));
-    const seconds = (performance.now() - started) / 1000;
-    this.#queues.paced(endpoint, seconds * 1000);
-    const at = now();
-    const outcome = attemptOutcome(delivery, result, { startedAt, at, seconds }, schedule, this.#o.random);
-    const { succeeded } = outcome;
-    answered();
-    let recorded: Awaited<ReturnType<WebhookStore['recordAttempt']>>;
-    try {
-      recorded = await store.recordAttempt(
-        delivery,
-        outcome,
-        new Date(at.getTime() - this.#o.disableAfterMs),
-      );
-    } catch (error) {
-      // The lease runs out and the delivery is attempted again: at least once, never lost.
-      log.warn(
-        { err: error, endpointId: String(delivery.endpointId), eventId: id },
-        'recording a webhook attempt failed',
-      );
-      return false;
-    }
-    if (!recorded.recorded) return false;
-    metrics?.attempted(succeeded ? 'succeeded' : recorded.failed ? 'failed' : 'retrying', seconds);
-    if (succeeded) metrics?.delivered((at.getTime() - delivery.occurredAt.getTime()) / 1000);
-    if (recorded.failed) {
-      log.warn(
-        {
-          endpointId: String(delivery.endpointId),
-          eventId: id,
-          attempts: delivery.attempts + 1,
-          lastError: outcome.error,
-        },
-        'webhook delivery failed: no attempt left',
-      );
-    }
-    if (recorded.disabled) {
-      metrics?.disabled(recorded.disabled);
-      log.warn(
-        { endpointId: String(delivery.endpointId), reason: recorded.disabled, lastError: outcome.error },
-        'webhook endpoint disabled',
-      );
-    }
-    return !succeeded && !recorded.failed && !recorded.disabled;
+    this.#o.log.warn({ err: error }, message);
   }
 }

@@ -7,7 +7,7 @@ import { loadConfig } from '../config/config.js';
 import { createLogger } from '../logging.js';
 import { databaseKind, openStorage } from '../storage/open-storage.js';
 import { tracingWanted } from '../tracing/wanted.js';
-import type { DelivererMetrics } from './deliverer.js';
+import type { DelivererMetrics } from './attempt.js';
 import type {
   DeliveryThreadData,
   FromDeliveryThread,

@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import type { DelivererLog, DelivererMetrics } from './deliverer.js';
+import type { DelivererLog, DelivererMetrics } from './attempt.js';
 
 /** What the thread is started with: the configuration's variables, from which it loads its own. */
 export interface DeliveryThreadData {

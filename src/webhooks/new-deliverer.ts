@@ -1,6 +1,7 @@
 import type { Config } from '../config/config.js';
 import type { WebhookStore } from '../domain/webhooks.js';
-import { Deliverer, type DelivererLog, type DelivererMetrics, type DeliveryTracer } from './deliverer.js';
+import type { DelivererLog, DelivererMetrics, DeliveryTracer } from './attempt.js';
+import { Deliverer } from './deliverer.js';
 import { WebhookSender } from './sender.js';
 
 /** The deliverer of a process, or of its delivery thread, as the configuration sets it. */
