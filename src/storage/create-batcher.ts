@@ -46,7 +46,11 @@ export class CreateBatcher<T, R> {
   #busy = false;
   #idle: (() => void)[] = [];
 
-  /** How long a batch waits for more once its first item arrived (0: until the event-loop turn ends). */
+  /**
+   * How long a batch waits for more once its first item arrived (0: until the event-loop turn ends); and,
+   * when more than 0, the least time from one commit's start to the next's, so a steady stream of items
+   * is committed a linger's worth at a time rather than each few as the last commit ends.
+   */
   readonly #lingerMs: number;
   /** Run in each caller's own context once its batch committed, before its add() resolves. */
   readonly #afterCommit: (() => Promise<void>) | undefined;
@@ -108,6 +112,7 @@ export class CreateBatcher<T, R> {
 
   async #flush(): Promise<void> {
     while (this.#queue.length > 0) {
+      const started = performance.now();
       const batch = this.#queue.splice(0, this.#maxBatchSize);
       try {
         const commit = () => this.#commit(batch.map((pending) => pending.item));
@@ -126,6 +131,9 @@ export class CreateBatcher<T, R> {
         // The transaction rolled back as a whole: exactly its callers fail, later batches still run.
         for (const pending of batch) pending.reject(error);
       }
+      const left = this.#lingerMs - (performance.now() - started);
+      if (left > 0 && this.#queue.length > 0 && this.#queue.length < this.#maxBatchSize)
+        await new Promise((resolve) => setTimeout(resolve, left));
     }
     this.#busy = false;
     for (const resolve of this.#idle.splice(0)) resolve();
