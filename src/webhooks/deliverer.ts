@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { attemptOutcome } from '../domain/attempt-outcome.js';
 import { StorageUnavailableError } from '../domain/errors.js';
-import { type ClaimedDelivery, RECOVER_BATCH, type WebhookStore } from '../domain/webhooks.js';
+import { type ClaimedDelivery, type DeliveryQueue, RECOVER_BATCH } from '../domain/webhooks.js';
 import { type EndpointQueue, EndpointQueues } from './endpoint-queues.js';
 import type { SendResult, WebhookSender } from './sender.js';
 import { webhookHeaders } from './signature.js';
@@ -28,7 +28,7 @@ export interface DeliveryTracer {
 }
 
 export interface DelivererOptions {
-  store: WebhookStore;
+  store: DeliveryQueue;
   sender: WebhookSender;
   /** Delays between attempts (WEBHOOK_RETRY_SCHEDULE), in milliseconds. */
   schedule: readonly number[];
@@ -287,7 +287,7 @@ export class Deliverer {
     const outcome = attemptOutcome(delivery, result, { startedAt, at, seconds }, schedule, this.#o.random);
     const { succeeded } = outcome;
     answered();
-    let recorded: Awaited<ReturnType<WebhookStore['recordAttempt']>>;
+    let recorded: Awaited<ReturnType<DeliveryQueue['recordAttempt']>>;
     try {
       recorded = await store.recordAttempt(
         delivery,
