@@ -222,7 +222,8 @@ export async function buildApp({
   });
   app.addHook('onClose', async () => streams.closeAll());
   const endpoints = new WebhookEndpoints(
-    store.webhooks,
+    store.webhookEndpoints,
+    store.deliveries,
     config.webhooks.policy,
     {
       endpoints: new CursorCodec(cursorSecret, 'webhook-endpoints'),
@@ -293,7 +294,7 @@ function deliverInBackground(
   now: () => Date,
   tracing: Tracing | undefined,
 ): void {
-  const deliverer = newDeliverer(config, storage.webhooks, {
+  const deliverer = newDeliverer(config, storage.deliveries, {
     now,
     log: app.log,
     metrics: deliveryMetrics(metrics),

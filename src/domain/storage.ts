@@ -3,7 +3,7 @@ import type { Awaitable } from './awaitable.js';
 import type { EventStore } from './events.js';
 import type { Order, OrderSettlement, OrderStatus } from './order.js';
 import type { Pet, PetStatus } from './pet.js';
-import type { WebhookStore } from './webhooks.js';
+import type { DeliveryQueue, WebhookEndpointStore } from './webhooks.js';
 
 /**
  * The storage port: everything the domain needs from a database, owned by the domain. Each adapter
@@ -17,7 +17,9 @@ export interface Storage {
   readonly idempotency: IdempotencyStore;
   /** The event log (read side): every change through the API records its event in its own transaction. */
   readonly events: EventStore;
-  readonly webhooks: WebhookStore;
+  readonly webhookEndpoints: WebhookEndpointStore;
+  /** Webhook deliveries: fanned out from the event log, claimed, attempted and recorded by the deliverer. */
+  readonly deliveries: DeliveryQueue;
   /** What opening the database did to its schema: the migrations it applied, if any. */
   readonly schema: SchemaVersions;
   /** A random secret shared by every node on this database, created on first use. */

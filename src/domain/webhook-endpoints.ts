@@ -4,6 +4,7 @@ import type { NetworkPolicy } from './network-policy.js';
 import { type CursorCodec, DEFAULT_PAGE_SIZE } from './paging.js';
 import {
   checkEndpointUrl,
+  type DeliveryQueue,
   type EndpointChanges,
   endpointTypes,
   InvalidEndpointError,
@@ -13,7 +14,7 @@ import {
   type WebhookDelivery,
   type WebhookDeliveryStatus,
   type WebhookEndpoint,
-  type WebhookStore,
+  type WebhookEndpointStore,
 } from './webhooks.js';
 
 /** What a create past WEBHOOK_MAX_ENDPOINTS answers (409), naming the limit. */
@@ -58,7 +59,8 @@ export interface Page<T> {
 
 /** The webhook endpoints' use cases, one per operation, free of HTTP and SQL. */
 export class WebhookEndpoints {
-  readonly #store: WebhookStore;
+  readonly #store: WebhookEndpointStore;
+  readonly #deliveries: DeliveryQueue;
   readonly #policy: NetworkPolicy;
   readonly #endpointCursors: CursorCodec;
   readonly #deliveryCursors: CursorCodec;
@@ -68,7 +70,8 @@ export class WebhookEndpoints {
   readonly #retentionDays: number;
 
   constructor(
-    store: WebhookStore,
+    store: WebhookEndpointStore,
+    deliveries: DeliveryQueue,
     policy: NetworkPolicy,
     cursors: { endpoints: CursorCodec; deliveries: CursorCodec; attempts: CursorCodec },
     now: () => Date,
@@ -78,6 +81,7 @@ export class WebhookEndpoints {
     this.#maxEndpoints = maxEndpoints;
     this.#retentionDays = retentionDays;
     this.#store = store;
+    this.#deliveries = deliveries;
     this.#policy = policy;
     this.#endpointCursors = cursors.endpoints;
     this.#deliveryCursors = cursors.deliveries;
@@ -161,7 +165,12 @@ export class WebhookEndpoints {
     // The position is the last event id seen, going down; the cursor is good for this endpoint and status only.
     const filter = { status, petId: endpointId };
     const beforeEventId = cursor ? this.#deliveryCursors.decode(cursor, filter).afterId : undefined;
-    const items = await this.#store.listDeliveries({ endpointId, beforeEventId, status, limit: limit + 1 });
+    const items = await this.#deliveries.listDeliveries({
+      endpointId,
+      beforeEventId,
+      status,
+      limit: limit + 1,
+    });
     if (items.length <= limit) return { items };
     items.length = limit;
     const last = items[items.length - 1] as WebhookDelivery;
@@ -177,7 +186,7 @@ export class WebhookEndpoints {
     // The position is the last attempt's number; the cursor is good for this delivery only.
     const filter = { status: `${endpointId}/${eventId}` };
     const after = cursor ? Number(this.#attemptCursors.decode(cursor, filter).afterId) : 0;
-    const items = await this.#store.listAttempts(endpointId, eventId, after, limit + 1);
+    const items = await this.#deliveries.listAttempts(endpointId, eventId, after, limit + 1);
     if (!items || items.length <= limit) return items && { items };
     items.length = limit;
     const last = items[items.length - 1] as WebhookAttempt;
@@ -209,7 +218,7 @@ export class WebhookEndpoints {
       idempotencyKey === undefined || caller === undefined
         ? undefined
         : idempotencyClaim(caller, idempotencyKey, recoveryRequestHashOf(endpointId, since, until), now);
-    const started = await this.#store.startRecovery(
+    const started = await this.#deliveries.startRecovery(
       endpointId,
       { since, until: until ?? now },
       now,
@@ -229,6 +238,6 @@ export class WebhookEndpoints {
 
   /** The delivery is attempted again now; undefined when the endpoint has no delivery of this event. */
   retry(endpointId: bigint, eventId: bigint): Promise<WebhookDelivery | undefined> {
-    return this.#store.retryDelivery(endpointId, eventId, this.#now());
+    return this.#deliveries.retryDelivery(endpointId, eventId, this.#now());
   }
 }

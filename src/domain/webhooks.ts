@@ -241,8 +241,8 @@ export function claimable(
   return Math.max(0, bound - leased);
 }
 
-/** Webhook endpoints and their deliveries, as the database holds them. */
-export interface WebhookStore {
+/** Webhook endpoints, as the database holds them. */
+export interface WebhookEndpointStore {
   /**
    * Stores the endpoint unless `maxEndpoints` exist already (then undefined), atomically on every node:
    * racing creates never make more. It gets the events committed after it.
@@ -258,6 +258,16 @@ export interface WebhookStore {
   enableEndpoint(id: bigint): Promise<WebhookEndpoint | undefined>;
   /** The new secret signs from now on, the current one beside it until `previousUntil`. */
   rotateSecret(id: bigint, secret: string, previousUntil: Date): Promise<WebhookEndpoint | undefined>;
+  count(): Promise<number>;
+  /** Endpoints copied from another database, ids and secrets kept; an id already present is left as it is. */
+  importEndpoints(endpoints: readonly WebhookEndpoint[]): Promise<number>;
+}
+
+/**
+ * Webhook deliveries, as the database holds them: the queue the deliverer claims from and records to,
+ * and what the API reads and asks of it (deliveries, attempts, retries, recoveries).
+ */
+export interface DeliveryQueue {
   listDeliveries(query: DeliveryListQuery): Promise<WebhookDelivery[]>;
   /**
    * The delivery's attempts numbered above `afterNumber`, oldest first, at most `limit`; undefined when
@@ -318,15 +328,12 @@ export interface WebhookStore {
   /** When the next pending delivery is due (or its lease ends); undefined when none is pending. */
   nextDueAt(): Promise<Date | undefined>;
   pending(): Promise<PendingDeliveries>;
-  count(): Promise<number>;
   /**
    * `listener` is called when deliveries may have become due sooner than nextDueAt said: new events,
    * a retry, an endpoint enabled, on any node (on SQLite, another process's commits within 100 ms).
    * Returns the unsubscribe.
    */
   watch(listener: () => void): () => void;
-  /** Endpoints copied from another database, ids and secrets kept; an id already present is left as it is. */
-  importEndpoints(endpoints: readonly WebhookEndpoint[]): Promise<number>;
 }
 
 /** `whsec_` and the base64 of 32 random bytes: the Standard Webhooks form of a signing secret. */

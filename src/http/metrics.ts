@@ -97,7 +97,7 @@ export class ServiceMetrics {
     const pending = (): Promise<PendingDeliveries> => {
       if (asked && Date.now() - asked.at < PENDING_MAX_AGE_MS) return asked.figures;
       const figures = Promise.race([
-        storage.webhooks.pending().then((fresh) => {
+        storage.deliveries.pending().then((fresh) => {
           last = fresh;
           return fresh;
         }),

@@ -13,7 +13,7 @@ export interface StorageBoundaryJobs {
   around?: <R>(operation: string, run: () => R) => R;
 }
 
-type Area = 'pets' | 'orders' | 'idempotency' | 'events' | 'webhooks';
+type Area = 'pets' | 'orders' | 'idempotency' | 'events' | 'webhookEndpoints' | 'deliveries';
 
 /** An adapter's stores as they are before its translation of errors, and that translation. */
 interface Untranslated {
@@ -86,7 +86,8 @@ export function storageBoundary(storage: Storage, jobs: StorageBoundaryJobs): St
     apiKeys: guard(storage.apiKeys, 'apiKeys'),
     idempotency: guard(storage.idempotency, 'idempotency'),
     events: guard(storage.events, 'events'),
-    webhooks: guard(storage.webhooks, 'webhooks'),
+    webhookEndpoints: guard(storage.webhookEndpoints, 'webhookEndpoints'),
+    deliveries: guard(storage.deliveries, 'deliveries'),
     schema: storage.schema,
     sharedSecret: (name) => storage.sharedSecret(name),
     ping: () => storage.ping(),

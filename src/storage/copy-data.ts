@@ -70,13 +70,13 @@ export async function copyData(from: Storage, to: Storage, options: CopyOptions)
   const endpointProgress: CopyProgress = {
     what: 'webhook endpoints',
     read: 0,
-    total: await from.webhooks.count(),
+    total: await from.webhookEndpoints.count(),
     written: 0,
   };
   for await (const batch of keysetBatches<WebhookEndpoint>((afterId) =>
-    from.webhooks.listEndpoints(afterId, batchSize),
+    from.webhookEndpoints.listEndpoints(afterId, batchSize),
   )) {
-    endpointProgress.written += await to.webhooks.importEndpoints(batch);
+    endpointProgress.written += await to.webhookEndpoints.importEndpoints(batch);
     endpointProgress.read += batch.length;
     onProgress({ ...endpointProgress });
   }

@@ -1,5 +1,5 @@
 import { attemptOutcome } from '../domain/attempt-outcome.js';
-import type { ClaimedDelivery, WebhookStore } from '../domain/webhooks.js';
+import type { ClaimedDelivery, DeliveryQueue } from '../domain/webhooks.js';
 import type { SendResult, WebhookSender } from './sender.js';
 import { webhookHeaders } from './signature.js';
 
@@ -25,7 +25,7 @@ export interface DeliveryTracer {
 
 /** What an attempt is made with: the same for every attempt of a process. */
 export interface AttemptParts {
-  store: WebhookStore;
+  store: DeliveryQueue;
   sender: WebhookSender;
   /** Delays between attempts (WEBHOOK_RETRY_SCHEDULE), in milliseconds. */
   schedule: readonly number[];
@@ -63,7 +63,7 @@ export async function attemptDelivery(
   const at = now();
   const outcome = attemptOutcome(delivery, result, { startedAt, at, seconds }, schedule, parts.random);
   const logged = { endpointId: String(delivery.endpointId), eventId: id };
-  let recorded: Awaited<ReturnType<WebhookStore['recordAttempt']>>;
+  let recorded: Awaited<ReturnType<DeliveryQueue['recordAttempt']>>;
   try {
     recorded = await store.recordAttempt(delivery, outcome, new Date(at.getTime() - parts.disableAfterMs));
   } catch (error) {

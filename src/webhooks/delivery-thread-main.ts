@@ -41,7 +41,7 @@ const metrics: DelivererMetrics = {
   delivered: (lagSeconds) => counted.delivered.push(lagSeconds),
 };
 const timer = setInterval(flush, METRICS_FLUSH_MS);
-const deliverer = newDeliverer(config, storage.webhooks, {
+const deliverer = newDeliverer(config, storage.deliveries, {
   now: () => new Date(),
   log,
   metrics,

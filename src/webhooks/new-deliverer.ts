@@ -1,5 +1,5 @@
 import type { Config } from '../config/config.js';
-import type { WebhookStore } from '../domain/webhooks.js';
+import type { DeliveryQueue } from '../domain/webhooks.js';
 import type { DelivererLog, DelivererMetrics, DeliveryTracer } from './attempt.js';
 import { Deliverer } from './deliverer.js';
 import { WebhookSender } from './sender.js';
@@ -7,7 +7,7 @@ import { WebhookSender } from './sender.js';
 /** The deliverer of a process, or of its delivery thread, as the configuration sets it. */
 export function newDeliverer(
   config: Config,
-  store: WebhookStore,
+  store: DeliveryQueue,
   {
     now,
     log,

@@ -24,7 +24,7 @@ for (const backend of backends) {
           });
         const placed = await storage.orders.place({ petId: 3n, at: new Date('2026-11-02T00:00:00.123Z') });
         assert.equal(placed.outcome, 'placed');
-        const endpoint = await storage.webhooks.createEndpoint(
+        const endpoint = await storage.webhookEndpoints.createEndpoint(
           {
             url: 'https://hooks.example.com/copied',
             types: ['order.placed', 'pet.created'],
@@ -35,7 +35,7 @@ for (const backend of backends) {
           100,
         );
         assert.ok(endpoint);
-        await storage.webhooks.rotateSecret(
+        await storage.webhookEndpoints.rotateSecret(
           endpoint.id,
           'whsec_bmV3LXNlY3JldC1uZXctc2VjcmV0LW5ldy1zZWNyZXQhISEhISE=',
           new Date('2026-11-03T00:00:00.000Z'),
@@ -65,8 +65,8 @@ for (const backend of backends) {
           const all = (s: typeof from) => s.events.list({ afterId: 0n, types: [], limit: 100 });
           assert.deepEqual(await all(to), await all(from));
           assert.deepEqual(
-            await to.webhooks.listEndpoints(0n, 10),
-            await from.webhooks.listEndpoints(0n, 10),
+            await to.webhookEndpoints.listEndpoints(0n, 10),
+            await from.webhookEndpoints.listEndpoints(0n, 10),
           );
           const again = await runInProcess(['migrate-data', '--from', source.url, '--to', target.url]);
           assert.equal(again.code, 0, again.stderr);

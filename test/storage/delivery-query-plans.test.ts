@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pg from 'pg';
-import { CLAIM_DUE, FAN_OUT } from '../../src/storage/postgres/webhooks.js';
+import { CLAIM_DUE, FAN_OUT } from '../../src/storage/postgres/delivery-statements.js';
+import { deliveryStatementTexts } from '../../src/storage/sqlite/delivery-statements.js';
 import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 import { migrate } from '../../src/storage/sqlite/migrations.js';
-import { deliveryStatementTexts } from '../../src/storage/sqlite/webhooks.js';
 import { postgres } from '../support/backends.js';
 import { explain, planNodes } from '../support/query-plans.js';
 

@@ -17,7 +17,7 @@ for (const backend of backends) {
       later(() => database.drop());
       const storage = await database.open();
       later(() => storage.close());
-      const endpoint = await storage.webhooks.createEndpoint(
+      const endpoint = await storage.webhookEndpoints.createEndpoint(
         {
           url: 'https://hooks.example.com/r',
           types: ['*'],
@@ -33,7 +33,7 @@ for (const backend of backends) {
           pet: { name: `${daysAgo} days ago`, categoryId: 1n, status: 'available' },
           at: new Date(NOW.getTime() - daysAgo * DAY),
         });
-      assert.equal(await storage.webhooks.fanOut(100), 5);
+      assert.equal(await storage.deliveries.fanOut(100), 5);
       const deliveries = async () =>
         (
           await queryDatabase(

@@ -242,13 +242,13 @@ for (const backend of backends) {
             columns: ['endpoint_id', 'status', 'event_id'],
           },
         ],
-        run: (query: DeliveryListQuery) => storage.webhooks.listDeliveries(query),
+        run: (query: DeliveryListQuery) => storage.deliveries.listDeliveries(query),
       },
       {
         name: 'webhooks.listEndpoints',
         table: 'webhook_endpoints',
         cases: () => [{ name: 'afterId', query: 0n, columns: ['id'] }],
-        run: (afterId: bigint) => storage.webhooks.listEndpoints(afterId, 20),
+        run: (afterId: bigint) => storage.webhookEndpoints.listEndpoints(afterId, 20),
       },
     ];
 

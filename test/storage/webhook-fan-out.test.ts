@@ -51,25 +51,25 @@ for (const backend of backends) {
   backend.describe(`fanning out deliveries from the events (${backend.name})`, () => {
     test('when events commit, then they have no deliveries until the fan-out, the oldest pending age counts them meanwhile, and the fan-out gives each matching endpoint one delivery per event after it', async (t) => {
       const { database, storage } = await fresh(t, backend);
-      const all = await storage.webhooks.createEndpoint(endpoint('https://a.example/'), 10);
-      const orders = await storage.webhooks.createEndpoint(
+      const all = await storage.webhookEndpoints.createEndpoint(endpoint('https://a.example/'), 10);
+      const orders = await storage.webhookEndpoints.createEndpoint(
         endpoint('https://b.example/', ['order.placed']),
         10,
       );
       assert.ok(all && orders);
       await createPets(storage, ['one', 'two']);
-      const late = await storage.webhooks.createEndpoint(endpoint('https://c.example/'), 10);
+      const late = await storage.webhookEndpoints.createEndpoint(endpoint('https://c.example/'), 10);
       assert.ok(late);
       await createPets(storage, ['three']);
 
       assert.deepEqual(await pairs(database.url), []);
-      const waiting = await storage.webhooks.pending();
+      const waiting = await storage.deliveries.pending();
       assert.equal(waiting.count, 0);
       assert.equal(waiting.oldestAt?.toISOString(), AT.toISOString());
 
-      assert.equal(await storage.webhooks.fanOut(2), 2);
-      assert.equal(await storage.webhooks.fanOut(2), 1);
-      assert.equal(await storage.webhooks.fanOut(2), 0);
+      assert.equal(await storage.deliveries.fanOut(2), 2);
+      assert.equal(await storage.deliveries.fanOut(2), 1);
+      assert.equal(await storage.deliveries.fanOut(2), 0);
       // `all` gets the three pet.created, `orders` none of them, `late` only the one after it.
       assert.deepEqual(await pairs(database.url), [
         `${all.id}:1`,
@@ -77,49 +77,49 @@ for (const backend of backends) {
         `${all.id}:3`,
         `${late.id}:3`,
       ]);
-      assert.equal((await storage.webhooks.pending()).count, 4);
+      assert.equal((await storage.deliveries.pending()).count, 4);
     });
 
     test('when an endpoint is disabled and enabled again, then it gets the events after it was enabled, not those meanwhile; with no endpoint enabled the fan-out skips every event', async (t) => {
       const { database, storage } = await fresh(t, backend);
-      const hook = await storage.webhooks.createEndpoint(endpoint('https://a.example/'), 10);
+      const hook = await storage.webhookEndpoints.createEndpoint(endpoint('https://a.example/'), 10);
       assert.ok(hook);
       await executeSql(
         database.url,
         `UPDATE webhook_endpoints SET status = 'disabled' WHERE id = ${hook.id}`,
       );
       await createPets(storage, ['while disabled', 'also while disabled']);
-      assert.equal(await storage.webhooks.fanOut(100), 0, 'nothing to fan out to: the cursor moves past');
-      assert.equal((await storage.webhooks.pending()).oldestAt, undefined);
-      await storage.webhooks.enableEndpoint(hook.id);
+      assert.equal(await storage.deliveries.fanOut(100), 0, 'nothing to fan out to: the cursor moves past');
+      assert.equal((await storage.deliveries.pending()).oldestAt, undefined);
+      await storage.webhookEndpoints.enableEndpoint(hook.id);
       await createPets(storage, ['after enabling']);
-      await storage.webhooks.fanOut(100);
+      await storage.deliveries.fanOut(100);
       assert.deepEqual(await pairs(database.url), [`${hook.id}:3`]);
       // Enabling an endpoint that is enabled already loses nothing it was owed.
       await createPets(storage, ['owed']);
-      await storage.webhooks.enableEndpoint(hook.id);
-      await storage.webhooks.fanOut(100);
+      await storage.webhookEndpoints.enableEndpoint(hook.id);
+      await storage.deliveries.fanOut(100);
       assert.deepEqual(await pairs(database.url), [`${hook.id}:3`, `${hook.id}:4`]);
     });
 
     test('when events are imported (migrate-data), then the fan-out starts after them: they are not delivered again', async (t) => {
       const { database, storage } = await fresh(t, backend);
-      const hook = await storage.webhooks.createEndpoint(endpoint('https://a.example/'), 10);
+      const hook = await storage.webhookEndpoints.createEndpoint(endpoint('https://a.example/'), 10);
       assert.ok(hook);
       await storage.events.importBatch(
         [5n, 6n].map((id) => ({ id, type: 'pet.created' as const, occurredAt: AT, data: '{}' })),
       );
-      assert.equal(await storage.webhooks.fanOut(100), 0);
+      assert.equal(await storage.deliveries.fanOut(100), 0);
       assert.deepEqual(await pairs(database.url), []);
     });
 
     test('when one endpoint has a backlog and another has waited longer, then a claim with room for one takes the one that waited longest, whatever the ids; each endpoint is claimed only by one claimer at a time', async (t) => {
       const { database, storage } = await fresh(t, backend);
-      const busy = await storage.webhooks.createEndpoint(endpoint('https://busy.example/'), 10);
-      const quiet = await storage.webhooks.createEndpoint(endpoint('https://quiet.example/'), 10);
+      const busy = await storage.webhookEndpoints.createEndpoint(endpoint('https://busy.example/'), 10);
+      const quiet = await storage.webhookEndpoints.createEndpoint(endpoint('https://quiet.example/'), 10);
       assert.ok(busy && quiet && busy.id < quiet.id);
       await createPets(storage, ['a', 'b', 'c', 'd']);
-      while ((await storage.webhooks.fanOut(100)) > 0);
+      while ((await storage.deliveries.fanOut(100)) > 0);
       // The quiet endpoint's one delivery has waited a minute; the busy one's four, a second.
       const sqlite = backend.name === 'sqlite';
       const ago = (ms: number) =>
@@ -133,7 +133,7 @@ for (const backend of backends) {
       );
       const now = new Date();
       const limits = (owner: string) => ({ limit: 1, perEndpoint: 4, owner, depthOf: () => 4 });
-      const first = await storage.webhooks.claimDue(now, new Date(now.getTime() + 15_000), limits('one'));
+      const first = await storage.deliveries.claimDue(now, new Date(now.getTime() + 15_000), limits('one'));
       assert.deepEqual(
         first.deliveries.map((d) => d.endpointId),
         [quiet.id],
@@ -142,7 +142,7 @@ for (const backend of backends) {
       // Claims racing from several processes: no delivery leased twice, the bound of 4 kept.
       const claims = await Promise.all(
         ['two', 'three', 'four', 'five'].map((owner) =>
-          storage.webhooks.claimDue(now, new Date(now.getTime() + 15_000), { ...limits(owner), limit: 8 }),
+          storage.deliveries.claimDue(now, new Date(now.getTime() + 15_000), { ...limits(owner), limit: 8 }),
         ),
       );
       const leased = claims.flatMap((c) => c.deliveries.map((d) => `${d.endpointId}/${d.eventId}`));

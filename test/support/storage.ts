@@ -31,14 +31,20 @@ export async function serialisedAs(name: 'Pet' | 'Pets', value: unknown): Promis
  */
 export const withStores = (
   storage: Storage,
-  replaced: Partial<Pick<Storage, 'pets' | 'orders' | 'apiKeys' | 'idempotency' | 'events' | 'webhooks'>>,
+  replaced: Partial<
+    Pick<
+      Storage,
+      'pets' | 'orders' | 'apiKeys' | 'idempotency' | 'events' | 'webhookEndpoints' | 'deliveries'
+    >
+  >,
 ): Storage => ({
   pets: storage.pets,
   orders: storage.orders,
   apiKeys: storage.apiKeys,
   idempotency: storage.idempotency,
   events: storage.events,
-  webhooks: storage.webhooks,
+  webhookEndpoints: storage.webhookEndpoints,
+  deliveries: storage.deliveries,
   schema: storage.schema,
   sharedSecret: (name) => storage.sharedSecret(name),
   ping: () => storage.ping(),

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { loadConfig } from '../../src/config/config.js';
-import type { WebhookStore } from '../../src/domain/webhooks.js';
+import type { DeliveryQueue } from '../../src/domain/webhooks.js';
 import { openStorage } from '../../src/storage/open-storage.js';
 import { Deliverer } from '../../src/webhooks/deliverer.js';
 import { WebhookSender } from '../../src/webhooks/sender.js';
@@ -35,10 +35,10 @@ test('when the outcomes of answered attempts wait to be written, then more deliv
     open = resolve;
   });
   // The real store, with writing outcomes held back until the gate opens.
-  const store: WebhookStore = Object.assign(Object.create(storage.webhooks) as WebhookStore, {
-    recordAttempt: async (...args: Parameters<WebhookStore['recordAttempt']>) => {
+  const store: DeliveryQueue = Object.assign(Object.create(storage.deliveries) as DeliveryQueue, {
+    recordAttempt: async (...args: Parameters<DeliveryQueue['recordAttempt']>) => {
       await gate;
-      return storage.webhooks.recordAttempt(...args);
+      return storage.deliveries.recordAttempt(...args);
     },
   });
   const deliverer = new Deliverer({
@@ -52,7 +52,7 @@ test('when the outcomes of answered attempts wait to be written, then more deliv
     log: { info: () => undefined, warn: () => undefined },
   });
   try {
-    const endpoint = await storage.webhooks.createEndpoint(
+    const endpoint = await storage.webhookEndpoints.createEndpoint(
       {
         url: receiver.url('/hook'),
         types: ['*'],

@@ -35,7 +35,7 @@ const toEvent = (row: EventRow): StoredEvent => ({
 
 /**
  * Records events in the caller's transaction, last thing before its COMMIT. Their deliveries fan out
- * afterwards (webhooks.ts, fanOut), so a change costs the same however many endpoints there are; while
+ * afterwards (delivery-queue.ts, fanOut), so a change costs the same however many endpoints there are; while
  * any endpoint is enabled, a NOTIFY (sent by PostgreSQL at commit, to every node) wakes the deliverers.
  * Another wakes the live streams of every node that listens: NOTIFY serialises the commits that send
  * one, and the order lock above already serialises these.

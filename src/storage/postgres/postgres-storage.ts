@@ -10,12 +10,13 @@ import type {
   SchemaVersions,
   Storage,
 } from '../../domain/storage.js';
-import type { WebhookStore } from '../../domain/webhooks.js';
+import type { DeliveryQueue, WebhookEndpointStore } from '../../domain/webhooks.js';
 import type { SharedRedis } from '../../redis.js';
 import { offerUntranslated } from '../boundary.js';
 import { offerReplicaReads } from '../replica-reads.js';
 import { toStorageError, translateUnavailable } from '../unavailable.js';
 import { PostgresApiKeyStore } from './api-keys.js';
+import { PostgresDeliveryQueue } from './delivery-queue.js';
 import { isPostgresUnavailable } from './errors.js';
 import { PostgresEventStore } from './events.js';
 import { PostgresIdempotencyStore } from './idempotency.js';
@@ -27,7 +28,7 @@ import { currentReadScope } from './read-scope.js';
 import { ReadRouter } from './replicas.js';
 import { PostgresSecrets } from './secrets.js';
 import { followWrites, type ReadPool, type WriteFollower } from './transaction.js';
-import { PostgresWebhookStore } from './webhooks.js';
+import { PostgresWebhookEndpointStore } from './webhook-endpoints.js';
 import {
   MemoryWritePositions,
   RedisWritePositions,
@@ -154,7 +155,8 @@ export class PostgresStorage implements Storage {
   readonly apiKeys: ApiKeyStore;
   readonly idempotency: IdempotencyStore;
   readonly events: EventStore;
-  readonly webhooks: WebhookStore;
+  readonly webhookEndpoints: WebhookEndpointStore;
+  readonly deliveries: DeliveryQueue;
   readonly schema: SchemaVersions;
   readonly #pool: pg.Pool;
   readonly #notifications: PostgresNotifications;
@@ -182,7 +184,8 @@ export class PostgresStorage implements Storage {
       orders: new PostgresOrderStore(writes, idempotency.orders, reads),
       idempotency,
       events: new PostgresEventStore(writes, this.#notifications, reads),
-      webhooks: new PostgresWebhookStore(writes, this.#notifications, idempotency.recoveries, reads),
+      webhookEndpoints: new PostgresWebhookEndpointStore(writes, reads),
+      deliveries: new PostgresDeliveryQueue(writes, this.#notifications, idempotency.recoveries, reads),
     };
     this.pets = translateUnavailable(stores.pets, isPostgresUnavailable);
     this.orders = translateUnavailable(stores.orders, isPostgresUnavailable);
@@ -194,7 +197,8 @@ export class PostgresStorage implements Storage {
     );
     this.idempotency = translateUnavailable(stores.idempotency, isPostgresUnavailable);
     this.events = translateUnavailable(stores.events, isPostgresUnavailable);
-    this.webhooks = translateUnavailable(stores.webhooks, isPostgresUnavailable);
+    this.webhookEndpoints = translateUnavailable(stores.webhookEndpoints, isPostgresUnavailable);
+    this.deliveries = translateUnavailable(stores.deliveries, isPostgresUnavailable);
     // The app's boundary translates in its own pass (boundary.ts).
     offerUntranslated(this, stores, (error) => toStorageError(error, isPostgresUnavailable));
     this.#secrets = translateUnavailable(new PostgresSecrets(pool), isPostgresUnavailable);

@@ -27,7 +27,7 @@ function pageSql(types: number, limit: number): string {
 /**
  * The event log's write side on SQLite: `append` runs inside the transaction of the change it records
  * (pets.ts, orders.ts), so a change and its event commit together or not at all. Its deliveries fan out
- * afterwards (webhooks.ts, fanOut), so the change costs the same however many endpoints there are.
+ * afterwards (delivery-queue.ts, fanOut), so the change costs the same however many endpoints there are.
  * SQLite has one writer at a time and ids are drawn inside the write transaction, so ids ascend in
  * commit order: a reader can never see an event before one with a smaller id.
  */

@@ -137,7 +137,7 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
   // An endpoint's deliveries by status, newest first (listWebhookDeliveries?status=): an index search,
   // not a walk through every delivery of the endpoint (1M of them took 210-380 ms a page).
   'CREATE INDEX webhook_deliveries_endpoint_status ON webhook_deliveries (endpoint_id, status, event_id);',
-  // Deliveries fan out from the events after the change's transaction (webhooks.ts, fanOut), not in it:
+  // Deliveries fan out from the events after the change's transaction (delivery-queue.ts, fanOut), not in it:
   // the last event given its deliveries, one row. Events before this version got theirs in their own
   // transaction. An endpoint gets the events after deliver_after (the newest event when it was created
   // or enabled again).

@@ -11,10 +11,11 @@ import type {
   SchemaVersions,
   Storage,
 } from '../../domain/storage.js';
-import type { WebhookStore } from '../../domain/webhooks.js';
+import type { DeliveryQueue, WebhookEndpointStore } from '../../domain/webhooks.js';
 import { offerUntranslated } from '../boundary.js';
 import { toStorageError, translateUnavailable } from '../unavailable.js';
 import { SqliteApiKeyStore } from './api-keys.js';
+import { SqliteDeliveryQueue } from './delivery-queue.js';
 import { BetterSqlite3 } from './driver.js';
 import { isSqliteUnavailable } from './errors.js';
 import { SqliteEventLog, SqliteEventStore } from './events.js';
@@ -24,7 +25,7 @@ import { migrate } from './migrations.js';
 import { SqliteOrderStore } from './orders.js';
 import { SqlitePetStore } from './pets.js';
 import { SqliteSecrets } from './secrets.js';
-import { SqliteWebhookStore } from './webhooks.js';
+import { SqliteWebhookEndpointStore } from './webhook-endpoints.js';
 
 export interface SqliteOptions {
   /** Longest wait for a lock another process holds (DATABASE_TIMEOUT_MS). */
@@ -54,7 +55,8 @@ export class SqliteStorage implements Storage {
   readonly apiKeys: ApiKeyStore;
   readonly idempotency: IdempotencyStore;
   readonly events: EventStore;
-  readonly webhooks: WebhookStore;
+  readonly webhookEndpoints: WebhookEndpointStore;
+  readonly deliveries: DeliveryQueue;
   readonly schema: SchemaVersions;
   readonly #db: Database.Database;
   readonly #secrets: SqliteSecrets;
@@ -90,12 +92,14 @@ export class SqliteStorage implements Storage {
       orders: locking(new SqliteOrderStore(this.#db, idempotency.orders, log)),
       idempotency: locking(idempotency),
       events: locking(new SqliteEventStore(this.#db, log)),
-      webhooks: locking(new SqliteWebhookStore(this.#db, log, idempotency.recoveries)),
+      webhookEndpoints: locking(new SqliteWebhookEndpointStore(this.#db)),
+      deliveries: locking(new SqliteDeliveryQueue(this.#db, log, idempotency.recoveries)),
     };
     this.pets = translateUnavailable(stores.pets, isSqliteUnavailable);
     this.orders = translateUnavailable(stores.orders, isSqliteUnavailable);
     this.events = translateUnavailable(stores.events, isSqliteUnavailable);
-    this.webhooks = translateUnavailable(stores.webhooks, isSqliteUnavailable);
+    this.webhookEndpoints = translateUnavailable(stores.webhookEndpoints, isSqliteUnavailable);
+    this.deliveries = translateUnavailable(stores.deliveries, isSqliteUnavailable);
     // A lookup is microseconds here: only refusals are remembered, so a revocation is effective at once.
     this.apiKeys = new ApiKeyCache(adapt(new SqliteApiKeyStore(this.#db)), { rememberActive: false });
     this.idempotency = translateUnavailable(stores.idempotency, isSqliteUnavailable);

@@ -1,0 +1,532 @@
+import type pg from 'pg';
+import { IdempotencyKeyReusedError } from '../../domain/errors.js';
+import { type EventType, eventJson, type NewEvent } from '../../domain/events.js';
+import type { IdempotencyClaim } from '../../domain/storage.js';
+import type { BucketState } from '../../domain/token-bucket.js';
+import type {
+  AttemptOutcome,
+  AttemptRecorded,
+  AttemptTrigger,
+  Claim,
+  ClaimedDelivery,
+  ClaimLimits,
+  DeliveryListQuery,
+  DeliveryQueue,
+  PendingDeliveries,
+  RecoveryStart,
+  RecoveryWindow,
+  WebhookAttempt,
+  WebhookDelivery,
+  WebhookDeliveryStatus,
+  WebhookEndpointStatus,
+} from '../../domain/webhooks.js';
+import {
+  claimable,
+  disabledBy,
+  endpointDisabled,
+  RECORD_LINGER_MS,
+  signingSecrets,
+  statusAfter,
+  throttleAfter,
+  throttleAllows,
+} from '../../domain/webhooks.js';
+import { type AttemptRow, toAttempt } from '../attempt-row.js';
+import { CreateBatcher } from '../create-batcher.js';
+import { RecoveryRefused } from '../recovery-refused.js';
+import {
+  ANY_RECOVERY,
+  BEGIN_RELAXED,
+  CLAIM_DUE,
+  CLAIM_ENDPOINTS,
+  CLAIM_THROTTLED,
+  DISABLE_ENDPOINT,
+  END_PENDING,
+  ENDPOINT_FAILING,
+  ENDPOINT_SUCCEEDED,
+  FAN_OUT,
+  LIST_ATTEMPTS,
+  listDeliveriesText,
+  NEXT_DUE,
+  PENDING,
+  RECORD_ATTEMPT,
+  RECORD_SUCCEEDED,
+  RECOVER_BATCH_SQL,
+  RECOVERED_TO,
+  RECOVERIES,
+  RECOVERY_DONE,
+  RECOVERY_ENDPOINT,
+  RELEASE_LEASES,
+  RETRY_DELIVERY,
+  START_RECOVERY,
+} from './delivery-statements.js';
+import { type EndpointRow, toEndpoint } from './endpoint-rows.js';
+import { appendEvents, WEBHOOKS_CHANNEL } from './events.js';
+import type { PostgresIdempotencyKeys } from './idempotency.js';
+import type { PostgresNotifications } from './notifications.js';
+import { inTransaction, type ReadPool } from './transaction.js';
+
+interface AttemptResult {
+  delivery: ClaimedDelivery;
+  outcome: AttemptOutcome;
+  disableIfFailingSince: Date;
+}
+
+interface DeliveryRow {
+  endpoint_id: bigint;
+  event_id: bigint;
+  status: WebhookDeliveryStatus;
+  attempts: number;
+  last_attempt_at: Date | null;
+  next_attempt_at: Date | null;
+  last_response_status: number | null;
+  last_error: string | null;
+}
+
+const toDelivery = (row: DeliveryRow): WebhookDelivery => ({
+  endpointId: row.endpoint_id,
+  eventId: row.event_id,
+  status: row.status,
+  attempts: row.attempts,
+  lastAttemptAt: row.last_attempt_at ?? undefined,
+  nextAttemptAt: row.next_attempt_at ?? undefined,
+  lastResponseStatus: row.last_response_status ?? undefined,
+  lastError: row.last_error ?? undefined,
+});
+
+/** An endpoint as a claim reads it (CLAIM_ENDPOINTS). */
+interface ClaimEndpointRow {
+  id: bigint;
+  url: string;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_until: Date | null;
+  rate_limit: number | null;
+  throttle_tokens: number | null;
+  throttle_at: Date | null;
+  leased: number;
+  others: number;
+}
+
+/** A delivery as a claim leases it (CLAIM_DUE). */
+interface ClaimedRow {
+  endpoint_id: bigint;
+  event_id: bigint;
+  attempts: number;
+  next_trigger: AttemptTrigger;
+  type: EventType;
+  occurred_at: Date;
+  data: string;
+  trace_context: string | null;
+}
+
+const bucketOf = (row: ClaimEndpointRow): BucketState | undefined =>
+  row.throttle_tokens === null || row.throttle_at === null
+    ? undefined
+    : { tokens: row.throttle_tokens, atMs: row.throttle_at.getTime() };
+
+const claimedDelivery = (
+  endpoint: ClaimEndpointRow,
+  row: ClaimedRow,
+  now: Date,
+  leaseUntil: Date,
+): ClaimedDelivery => ({
+  endpointId: endpoint.id,
+  eventId: row.event_id,
+  attempts: row.attempts,
+  trigger: row.next_trigger,
+  url: endpoint.url,
+  secrets: signingSecrets(
+    endpoint.secret,
+    endpoint.previous_secret ?? undefined,
+    endpoint.previous_secret_until ?? undefined,
+    now,
+  ),
+  body: eventJson({ id: row.event_id, type: row.type, occurredAt: row.occurred_at, data: row.data }),
+  eventType: row.type,
+  cause: row.trace_context ?? undefined,
+  occurredAt: row.occurred_at,
+  leaseUntil,
+});
+
+/**
+ * Webhook deliveries on PostgreSQL, for any number of nodes; every statement it runs is in
+ * delivery-statements.ts. A claim locks the endpoints it leases from and skips those another claimer
+ * holds (CLAIM_ENDPOINTS): no two lease one delivery, and the per-endpoint bound and throttle are
+ * exact; a commit that adds deliveries NOTIFYs every node (events.ts), which LISTENs here.
+ */
+export class PostgresDeliveryQueue implements DeliveryQueue {
+  readonly #pool: pg.Pool;
+  readonly #notifications: PostgresNotifications;
+  /** recover's Idempotency-Key records. */
+  readonly #idempotency: PostgresIdempotencyKeys;
+  readonly #results = new CreateBatcher<AttemptResult, AttemptRecorded>(
+    (results) => this.#recordAll(results),
+    {
+      name: 'deliveries.recordAttempt',
+      lingerMs: RECORD_LINGER_MS,
+    },
+  );
+
+  /** Where the API's reads go: the pool, or the replicas' router (replicas.ts). */
+  readonly #reads: ReadPool;
+
+  constructor(
+    pool: pg.Pool,
+    notifications: PostgresNotifications,
+    idempotency: PostgresIdempotencyKeys,
+    reads: ReadPool = pool,
+  ) {
+    this.#pool = pool;
+    this.#reads = reads;
+    this.#notifications = notifications;
+    this.#idempotency = idempotency;
+  }
+
+  async listDeliveries({
+    endpointId,
+    beforeEventId,
+    status,
+    limit,
+  }: DeliveryListQuery): Promise<WebhookDelivery[]> {
+    // Only the filters given, so each is an index condition: `($n IS NULL OR status = $n)` is none.
+    const where = ['endpoint_id = $1'];
+    const values: unknown[] = [endpointId];
+    if (beforeEventId !== undefined) where.push(`event_id < $${values.push(beforeEventId)}`);
+    if (status !== undefined) where.push(`status = $${values.push(status)}`);
+    const { rows } = await this.#reads.query<DeliveryRow>(
+      listDeliveriesText(where, `$${values.push(limit)}`),
+      values,
+    );
+    return rows.map(toDelivery);
+  }
+
+  async listAttempts(
+    endpointId: bigint,
+    eventId: bigint,
+    afterNumber: number,
+    limit: number,
+  ): Promise<WebhookAttempt[] | undefined> {
+    // One round trip: the delivery's row (is there one?) and its attempts after the position.
+    const { rows } = await this.#reads.query<{ attempts: AttemptRow[] | null }>({
+      name: 'webhooks_list_attempts',
+      text: LIST_ATTEMPTS,
+      values: [endpointId, eventId, afterNumber, limit],
+    });
+    const attempts = rows[0]?.attempts;
+    if (!attempts) return undefined;
+    return attempts.map(toAttempt);
+  }
+
+  async startRecovery(
+    endpointId: bigint,
+    window: RecoveryWindow,
+    at: Date,
+    idempotency?: IdempotencyClaim,
+  ): Promise<RecoveryStart> {
+    try {
+      return await inTransaction(this.#pool, async (client): Promise<RecoveryStart> => {
+        if (idempotency && !(await this.#idempotency.claim(client, idempotency))) {
+          const recorded = await this.#idempotency.recorded(client, idempotency);
+          if (recorded.requestHash !== idempotency.requestHash) throw new IdempotencyKeyReusedError();
+          return { outcome: 'started', queued: Number(recorded.id), replayed: true };
+        }
+        // The endpoint's row, locked: recoveries of one endpoint asked for at once take turns.
+        const { rows } = await client.query<{ status: WebhookEndpointStatus; running: boolean }>(
+          RECOVERY_ENDPOINT,
+          [endpointId],
+        );
+        const endpoint = rows[0];
+        // Refused: the key's claim goes with the rolled-back transaction, so a later request may use it.
+        if (!endpoint) throw new RecoveryRefused({ outcome: 'not_found' });
+        if (endpoint.status === 'disabled') throw new RecoveryRefused({ outcome: 'disabled' });
+        if (endpoint.running) throw new RecoveryRefused({ outcome: 'running' });
+        const { rows: counted } = await client.query<{ queued: number }>(START_RECOVERY, [
+          endpointId,
+          window.since,
+          window.until,
+          at,
+        ]);
+        const queued = counted[0]?.queued ?? 0;
+        if (idempotency) await this.#idempotency.attach(client, idempotency, BigInt(queued));
+        return { outcome: 'started', queued, replayed: false };
+      });
+    } catch (error) {
+      if (error instanceof RecoveryRefused) return error.outcome;
+      throw error;
+    }
+  }
+
+  /**
+   * Each recovery's row is taken SKIP LOCKED: one node moves a recovery's batch, the others go on to
+   * the next recovery or find nothing to do.
+   */
+  async recoverNext(now: Date, batch: number): Promise<number> {
+    const { rows: any } = await this.#pool.query({
+      name: 'webhooks_any_recovery',
+      text: ANY_RECOVERY,
+    });
+    if (any.length === 0) return 0;
+    return inTransaction(
+      this.#pool,
+      async (client) => {
+        const { rows: recoveries } = await client.query<{
+          endpoint_id: bigint;
+          enabled: boolean;
+          since: Date;
+          until: Date;
+          after_event_id: bigint;
+        }>(RECOVERIES);
+        let moved = 0;
+        for (const r of recoveries) {
+          const { rows } = await client.query<{ moved: number; last: bigint | null; recovering: boolean }>({
+            name: 'webhooks_recover_batch',
+            text: RECOVER_BATCH_SQL,
+            values: [r.endpoint_id, r.after_event_id, r.since, r.until, batch, now, r.enabled],
+          });
+          const { moved: n = 0, last = null, recovering = false } = rows[0] ?? {};
+          moved += n;
+          if (last !== null) await client.query(RECOVERED_TO, [r.endpoint_id, last]);
+          // Every batch queued and each attempted, or the endpoint disabled: the recovery is over.
+          else if (!r.enabled || !recovering) await client.query(RECOVERY_DONE, [r.endpoint_id]);
+        }
+        return moved;
+      },
+      BEGIN_RELAXED,
+    );
+  }
+
+  async retryDelivery(endpointId: bigint, eventId: bigint, at: Date): Promise<WebhookDelivery | undefined> {
+    const { rows } = await this.#pool.query<DeliveryRow>(RETRY_DELIVERY, [endpointId, eventId, at]);
+    return rows[0] && toDelivery(rows[0]);
+  }
+
+  /**
+   * Endpoint by endpoint (each bounded by what every node has leased already), the deliveries due first,
+   * through the (endpoint_id, next_attempt_at) index: a backlog on one endpoint costs the others
+   * nothing. A leased delivery is due again when its lease ends: a node that dies lets it go.
+   */
+  async claimDue(now: Date, leaseUntil: Date, limits: ClaimLimits): Promise<Claim> {
+    const { limit, owner } = limits;
+    const at = now.getTime();
+    return inTransaction(
+      this.#pool,
+      async (client) => {
+        const { rows: endpoints } = await client.query<ClaimEndpointRow>({
+          name: 'webhooks_claim_endpoints',
+          text: CLAIM_ENDPOINTS,
+          values: [now, owner],
+        });
+        // How many of each endpoint to lease: its bound (claimable), its throttle, the claim's room.
+        const wanted = new Map<
+          bigint,
+          { endpoint: ClaimEndpointRow; n: number; bucket: BucketState | undefined }
+        >();
+        let room = limit;
+        let throttledUntil: Date | undefined;
+        for (const endpoint of endpoints) {
+          const bucket = bucketOf(endpoint);
+          let n = Math.min(claimable(endpoint.id, endpoint.leased, endpoint.others, limits), room);
+          if (endpoint.rate_limit !== null) n = throttleAllows(endpoint.rate_limit, bucket, at, n);
+          if (n > 0) wanted.set(endpoint.id, { endpoint, n, bucket });
+          else if (endpoint.rate_limit !== null) {
+            const { nextAt } = throttleAfter(endpoint.rate_limit, bucket, at, 0);
+            if (nextAt && (!throttledUntil || nextAt < throttledUntil)) throttledUntil = nextAt;
+          }
+          room -= n;
+          if (room <= 0) break;
+        }
+        if (wanted.size === 0) return { deliveries: [], throttledUntil };
+        const { rows } = await client.query<ClaimedRow>({
+          // Unnamed: planned at each claim, for the table as it is then (see CLAIM_DUE).
+          text: CLAIM_DUE,
+          values: [[...wanted.keys()], [...wanted.values()].map((w) => w.n), now, leaseUntil, owner],
+        });
+        const deliveries = rows.map((row) =>
+          claimedDelivery(
+            (wanted.get(row.endpoint_id) as { endpoint: ClaimEndpointRow }).endpoint,
+            row,
+            now,
+            leaseUntil,
+          ),
+        );
+        // The throttled endpoints' buckets, less what was leased from each.
+        const throttled: [bigint, number, Date][] = [];
+        for (const { endpoint, bucket } of wanted.values()) {
+          if (endpoint.rate_limit === null) continue;
+          const leased = deliveries.filter((d) => d.endpointId === endpoint.id).length;
+          const after = throttleAfter(endpoint.rate_limit, bucket, at, leased);
+          if (leased > 0) throttled.push([endpoint.id, after.bucket.tokens, new Date(after.bucket.atMs)]);
+          if (after.nextAt && (!throttledUntil || after.nextAt < throttledUntil))
+            throttledUntil = after.nextAt;
+        }
+        if (throttled.length > 0)
+          await client.query({
+            name: 'webhooks_claim_throttled',
+            text: CLAIM_THROTTLED,
+            values: [throttled.map((t) => t[0]), throttled.map((t) => t[1]), throttled.map((t) => t[2])],
+          });
+        return { deliveries, throttledUntil };
+      },
+      BEGIN_RELAXED,
+    );
+  }
+
+  /** Results arriving together share one transaction (as creates do). */
+  recordAttempt(
+    delivery: ClaimedDelivery,
+    outcome: AttemptOutcome,
+    disableIfFailingSince: Date,
+  ): Promise<AttemptRecorded> {
+    return this.#results.add({ delivery, outcome, disableIfFailingSince });
+  }
+
+  async #recordAll(results: readonly AttemptResult[]): Promise<AttemptRecorded[]> {
+    if (results.every(({ outcome }) => outcome.succeeded)) return this.#recordSuccesses(results);
+    return inTransaction(
+      this.#pool,
+      async (client) => {
+        // Failures in order: each may start an endpoint's failing spell or disable it. The events of the
+        // endpoints disabled are recorded last thing before COMMIT, as appendEvents asks.
+        const recorded: AttemptRecorded[] = [];
+        const disabled: NewEvent[] = [];
+        for (const result of results) recorded.push(await this.#recordOne(client, result, disabled));
+        await appendEvents(client, disabled);
+        return recorded;
+      },
+      BEGIN_RELAXED,
+    );
+  }
+
+  /**
+   * The common case, every attempt of the batch answered 2xx: one statement, however many there are, so
+   * one round trip where a transaction takes four. Its deliveries succeed and their endpoints' failing
+   * spells end together, as one statement is atomic; committed durably (no transaction to relax).
+   */
+  async #recordSuccesses(results: readonly AttemptResult[]): Promise<AttemptRecorded[]> {
+    const { rows } = await this.#pool.query<{ endpoint_id: bigint; event_id: bigint }>({
+      name: 'webhooks_record_succeeded',
+      text: RECORD_SUCCEEDED,
+      values: [
+        results.map(({ delivery }) => delivery.endpointId),
+        results.map(({ delivery }) => delivery.eventId),
+        results.map(({ delivery }) => delivery.leaseUntil),
+        results.map(({ outcome }) => outcome.at),
+        results.map(({ outcome }) => outcome.responseStatus ?? null),
+        results.map(({ outcome }) => outcome.startedAt),
+        results.map(({ outcome }) => outcome.durationMs),
+        results.map(({ outcome }) => outcome.responseBody ?? null),
+        results.map(({ delivery }) => delivery.trigger),
+      ],
+    });
+    // A lease that ran out and was taken again by another attempt: that one records instead.
+    const done = new Set(rows.map((row) => `${row.endpoint_id}/${row.event_id}`));
+    return results.map(
+      ({ delivery }): AttemptRecorded =>
+        done.has(`${delivery.endpointId}/${delivery.eventId}`)
+          ? { recorded: true, disabled: undefined, failed: false }
+          : { recorded: false },
+    );
+  }
+
+  async #recordOne(
+    client: pg.PoolClient,
+    { delivery, outcome, disableIfFailingSince }: AttemptResult,
+    events: NewEvent[],
+  ): Promise<AttemptRecorded> {
+    const status = statusAfter(outcome);
+    const { rowCount } = await client.query({
+      name: 'webhooks_record',
+      text: RECORD_ATTEMPT,
+      values: [
+        status,
+        outcome.at,
+        status === 'pending' ? outcome.nextAttemptAt : null,
+        outcome.responseStatus ?? null,
+        outcome.error ?? null,
+        delivery.endpointId,
+        delivery.eventId,
+        delivery.leaseUntil,
+        outcome.startedAt,
+        outcome.durationMs,
+        outcome.responseBody ?? null,
+        outcome.noAnswer ?? null,
+        delivery.trigger,
+      ],
+    });
+    if (rowCount === 0) return { recorded: false };
+    if (outcome.succeeded) {
+      await client.query({
+        name: 'webhooks_succeeded',
+        text: ENDPOINT_SUCCEEDED,
+        values: [delivery.endpointId, outcome.at],
+      });
+      return { recorded: true, disabled: undefined, failed: false };
+    }
+    const { rows } = await client.query<{ failing_since: Date }>({
+      name: 'webhooks_failing',
+      text: ENDPOINT_FAILING,
+      values: [outcome.at, delivery.endpointId],
+    });
+    const reason = disabledBy(outcome, rows[0]?.failing_since, disableIfFailingSince);
+    if (!reason) return { recorded: true, disabled: undefined, failed: status === 'failed' };
+    // Only the update that finds it enabled disables it (and records the event): once, whoever races.
+    const { rows: disabled } = await client.query<EndpointRow>(DISABLE_ENDPOINT, [
+      reason,
+      delivery.endpointId,
+    ]);
+    for (const row of disabled) events.push(endpointDisabled(toEndpoint(row), outcome.at));
+    // Its pending deliveries end here: once enabled again, it gets the events that occur after.
+    await client.query(END_PENDING, [delivery.endpointId, outcome.at]);
+    return {
+      recorded: true,
+      disabled: disabled.length > 0 ? reason : undefined,
+      failed: status === 'failed',
+    };
+  }
+
+  /**
+   * One statement, so one snapshot: the events after the cursor that it sees are every event up to the
+   * newest it sees (ids are drawn in commit order, events.ts), and an endpoint it does not see yet was
+   * created after them (its deliver_after is past them). The cursor's row is taken SKIP LOCKED: one node
+   * fans out at a time, the others find nothing to do. With no enabled endpoint the cursor jumps to the
+   * newest event: none is owed to anyone.
+   */
+  async fanOut(batch: number): Promise<number> {
+    const { rows } = await this.#pool.query<{ events: string; enabled: boolean }>({
+      name: 'webhooks_fan_out',
+      text: FAN_OUT,
+      values: [batch],
+    });
+    const row = rows[0];
+    return row?.enabled ? Number(row.events) : 0;
+  }
+
+  async releaseLeases(deliveries: readonly ClaimedDelivery[]): Promise<void> {
+    if (deliveries.length === 0) return;
+    await this.#pool.query(RELEASE_LEASES, [
+      deliveries.map((d) => d.endpointId),
+      deliveries.map((d) => d.eventId),
+      deliveries.map((d) => d.leaseUntil),
+    ]);
+  }
+
+  /** The earliest next_attempt_at of a pending delivery (a leased one's is its lease's end): one index lookup. */
+  async nextDueAt(): Promise<Date | undefined> {
+    const { rows } = await this.#pool.query<{ due: Date | null }>({
+      name: 'webhooks_next_due',
+      text: NEXT_DUE,
+    });
+    return rows[0]?.due ?? undefined;
+  }
+
+  async pending(): Promise<PendingDeliveries> {
+    // An event not fanned out yet is a delivery waiting too: the oldest of those counts for the age.
+    const { rows } = await this.#pool.query<{ n: bigint; oldest: Date | null }>(PENDING);
+    return { count: Number(rows[0]?.n ?? 0n), oldestAt: rows[0]?.oldest ?? undefined };
+  }
+
+  /** Woken by the node's one LISTEN connection (notifications.ts). */
+  watch(listener: () => void): () => void {
+    return this.#notifications.watch(WEBHOOKS_CHANNEL, listener);
+  }
+}

@@ -1,0 +1,257 @@
+import { ATTEMPT_COLUMNS } from '../attempt-row.js';
+import { ENDPOINT_COLUMNS } from './endpoint-rows.js';
+import { WEBHOOKS_CHANNEL } from './events.js';
+
+/*
+ * Every statement the delivery queue (delivery-queue.ts) runs on PostgreSQL, here rather than in its
+ * methods, so that one file shows all it does to the deliveries: the API's reads, the fan-out, claims,
+ * attempts recorded, leases released, retries and recoveries. A statement's prepared name, where it
+ * has one, stays at its call.
+ */
+
+/**
+ * Delivery bookkeeping made in a transaction (claims, failed attempts) commits without waiting for the
+ * write-ahead log to be flushed: a server crash could lose the last of it, and the worst that costs is
+ * an attempt made again, which at-least-once delivery allows. Changes and their events keep
+ * synchronous_commit on.
+ */
+export const BEGIN_RELAXED = 'BEGIN; SET LOCAL synchronous_commit = off';
+
+export const DELIVERY_COLUMNS =
+  'endpoint_id, event_id, status, attempts, last_attempt_at, next_attempt_at, last_response_status, last_error';
+
+/**
+ * A page of an endpoint's deliveries, newest first (listDeliveries): `where` the filters given, each on
+ * its own parameter, so each is an index condition (`($n IS NULL OR status = $n)` is none); `limit` the
+ * limit's parameter.
+ */
+export const listDeliveriesText = (where: readonly string[], limit: string): string =>
+  `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE ${where.join(' AND ')}
+       ORDER BY event_id DESC LIMIT ${limit}`;
+
+/** A delivery's attempts after a position, and whether the delivery exists: one round trip (listAttempts). */
+export const LIST_ATTEMPTS = `SELECT (SELECT coalesce(json_agg(a ORDER BY a.number), '[]') FROM (
+                 SELECT ${ATTEMPT_COLUMNS}
+                 FROM webhook_attempts WHERE endpoint_id = $1 AND event_id = $2 AND number > $3
+                 ORDER BY number LIMIT $4) a) AS attempts
+             FROM webhook_deliveries WHERE endpoint_id = $1 AND event_id = $2`;
+
+/**
+ * Gives the events after the fan-out cursor ($1 at most) their deliveries and moves the cursor (fanOut).
+ * The cursor is a scalar, so the events are read from it onwards through their primary key: as a join,
+ * the planner (taking the one-row cursor table for thousands of rows) read the events from the first
+ * one up to the cursor at every fan-out, a walk that grows with every event ever written.
+ */
+export const FAN_OUT = `WITH cursor AS (
+               SELECT last_event_id FROM webhook_fanout FOR UPDATE SKIP LOCKED
+             ), batch AS (
+               SELECT e.id, e.type, e.occurred_at FROM events e
+               WHERE e.id > (SELECT last_event_id FROM cursor) ORDER BY e.id LIMIT $1
+             ), enabled AS (
+               SELECT id, types, deliver_after FROM webhook_endpoints WHERE status = 'enabled'
+             ), added AS (
+               INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts, next_attempt_at)
+               SELECT w.id, b.id, 'pending', 0, b.occurred_at FROM batch b JOIN enabled w
+                 ON w.deliver_after < b.id AND (w.types = '{*}' OR b.type = ANY (w.types))
+               ON CONFLICT DO NOTHING
+               RETURNING 1
+             ), moved AS (
+               UPDATE webhook_fanout SET last_event_id = CASE
+                   WHEN EXISTS (SELECT 1 FROM enabled) THEN (SELECT max(id) FROM batch)
+                   ELSE greatest(last_event_id, (SELECT coalesce(max(id), 0) FROM events)) END
+               WHERE EXISTS (SELECT 1 FROM cursor)
+                 AND (EXISTS (SELECT 1 FROM batch) OR NOT EXISTS (SELECT 1 FROM enabled))
+               RETURNING 1
+             )
+             SELECT (SELECT count(*) FROM batch) AS events, EXISTS (SELECT 1 FROM enabled) AS enabled,
+               CASE WHEN EXISTS (SELECT 1 FROM added) THEN pg_notify('${WEBHOOKS_CHANNEL}', current_schema()) END,
+               (SELECT count(*) FROM moved) AS moved`;
+
+/**
+ * A claim's endpoints: those enabled with a delivery due ($1 now), the one whose oldest due delivery has
+ * waited longest first (so a busy endpoint never keeps a quiet one waiting for the claim's room), each
+ * with the live leases on it ($2 this process, for `others`) and its throttle's bucket. Each row is
+ * locked for the claim and skipped by any other claimer (SKIP LOCKED): claims of different endpoints
+ * run side by side on any nodes, and an endpoint's leases are counted and taken by one claimer at a
+ * time, so the per-endpoint bound and the throttle hold across nodes.
+ */
+export const CLAIM_ENDPOINTS = `SELECT w.id, w.url, w.secret, w.previous_secret, w.previous_secret_until, w.rate_limit,
+    w.throttle_tokens, w.throttle_at, l.leased, l.others
+  FROM webhook_endpoints w
+  CROSS JOIN LATERAL (
+    SELECT min(d.next_attempt_at) AS due FROM webhook_deliveries d
+    WHERE d.endpoint_id = w.id AND d.status = 'pending') oldest
+  CROSS JOIN LATERAL (
+    SELECT count(*)::int AS leased, (count(*) FILTER (WHERE d.lease_owner IS DISTINCT FROM $2))::int AS others
+    FROM webhook_deliveries d
+    WHERE d.endpoint_id = w.id AND d.lease_until > $1 AND d.status = 'pending') l
+  WHERE w.status = 'enabled' AND oldest.due <= $1
+  ORDER BY oldest.due, w.id
+  FOR UPDATE OF w SKIP LOCKED`;
+
+/** The claim's throttles: the buckets of the rate-limited endpoints it leased from. */
+export const CLAIM_THROTTLED = `UPDATE webhook_endpoints w SET throttle_tokens = t.tokens, throttle_at = t.at
+  FROM unnest($1::bigint[], $2::float8[], $3::timestamptz[]) AS t(id, tokens, at) WHERE w.id = t.id`;
+
+/**
+ * Leases each endpoint's deliveries due first ($1 the endpoints, $2 how many of each, $3 now, $4 the
+ * lease's end, $5 the owner), the earliest due first and then in event order, and returns them with their events. The due rows are found through the
+ * (endpoint_id, next_attempt_at) index and updated by their row addresses (a TID scan). Sent unnamed,
+ * so planned at each claim for the table's size then: a named statement keeps the plan made at its
+ * first uses, and one made while the table held a few rows read every delivery of the endpoint for each
+ * one leased (as a join: 40 ms a claim at 30,000 pending), or all of them once (a sequential scan, 10 ms
+ * and growing). Planning it costs about 0.1 ms, once a round. The claimers' lock keeps another claim off
+ * these rows meanwhile; a row changed between the two (a retry asked for, the endpoint disabled) is at
+ * another address by then, and is left out.
+ */
+export const CLAIM_DUE = `WITH wanted AS (
+    SELECT * FROM unnest($1::bigint[], $2::int[]) AS w(endpoint_id, n)
+  ), leased AS (
+    UPDATE webhook_deliveries d SET lease_until = $4, next_attempt_at = $4, lease_owner = $5
+    WHERE d.ctid = ANY (ARRAY(
+      SELECT due.ctid FROM wanted CROSS JOIN LATERAL (
+        SELECT ctid FROM webhook_deliveries
+        WHERE endpoint_id = wanted.endpoint_id AND status = 'pending' AND next_attempt_at <= $3
+        ORDER BY next_attempt_at, event_id LIMIT wanted.n) due))
+    RETURNING d.endpoint_id, d.event_id, d.attempts, d.next_trigger
+  )
+  SELECT leased.endpoint_id, leased.event_id, leased.attempts, leased.next_trigger, e.type, e.occurred_at,
+    e.data, e.trace_context
+  FROM leased JOIN events e ON e.id = leased.event_id
+  ORDER BY leased.endpoint_id, leased.event_id`;
+
+/**
+ * The attempts of a batch that all answered 2xx (recordAttempt's common case), in one statement: their
+ * deliveries succeed and their endpoints' failing spells end, all under the leases they were made with.
+ */
+export const RECORD_SUCCEEDED = `WITH done AS (
+               UPDATE webhook_deliveries d SET status = 'succeeded', attempts = d.attempts + 1,
+                 last_attempt_at = r.at, next_attempt_at = NULL, last_response_status = r.response_status,
+                 last_error = NULL, lease_until = NULL, next_trigger = 'schedule'
+               FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::int[],
+                   $6::timestamptz[], $7::int[], $8::text[], $9::text[])
+                 AS r(endpoint_id, event_id, lease_until, at, response_status, started_at, duration_ms,
+                   response_body, trigger)
+               WHERE d.endpoint_id = r.endpoint_id AND d.event_id = r.event_id AND d.lease_until = r.lease_until
+               RETURNING d.endpoint_id, d.event_id, d.attempts, r.at, r.started_at, r.duration_ms,
+                 r.response_status, r.response_body, r.trigger
+             ), attempts_kept AS (
+               INSERT INTO webhook_attempts (endpoint_id, event_id, number, started_at, duration_ms,
+                 response_status, response_body, trigger)
+               SELECT endpoint_id, event_id, attempts, started_at, duration_ms, response_status, response_body,
+                 trigger FROM done
+             ), spells_ended AS (
+               -- Written only when it changes, or at most once a second: a success per delivery rewrote
+               -- the endpoint's row each time.
+               UPDATE webhook_endpoints w SET failing_since = NULL, last_success_at = s.at
+               FROM (SELECT endpoint_id, max(at) AS at FROM done GROUP BY endpoint_id) s
+               WHERE w.id = s.endpoint_id AND (w.failing_since IS NOT NULL OR w.last_success_at IS NULL
+                 OR w.last_success_at < s.at - interval '1 second')
+             )
+             SELECT endpoint_id, event_id FROM done`;
+
+/** One attempt recorded under its lease, and kept in the attempts' list: nothing when the lease passed on. */
+export const RECORD_ATTEMPT = `WITH recorded AS (
+               UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, last_attempt_at = $2,
+                 next_attempt_at = $3, last_response_status = $4, last_error = $5, lease_until = NULL,
+                 next_trigger = 'schedule'
+               WHERE endpoint_id = $6 AND event_id = $7 AND lease_until = $8
+               RETURNING attempts
+             )
+             INSERT INTO webhook_attempts (endpoint_id, event_id, number, started_at, duration_ms,
+               response_status, response_body, error, trigger)
+             SELECT $6, $7, attempts, $9::timestamptz, $10::int, $4, $11::text, $12::text, $13::text FROM recorded`;
+
+/** A success ends the endpoint's failing spell; written only when it changes, or at most once a second. */
+export const ENDPOINT_SUCCEEDED = `UPDATE webhook_endpoints SET failing_since = NULL, last_success_at = $2::timestamptz WHERE id = $1
+                 AND (failing_since IS NOT NULL OR last_success_at IS NULL OR last_success_at < $2::timestamptz - interval '1 second')`;
+
+/** A failure starts the endpoint's failing spell unless one is under way; returns when it started. */
+export const ENDPOINT_FAILING =
+  'UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, $1) WHERE id = $2 RETURNING failing_since';
+
+/** Disables the endpoint only while it is enabled: the one update that finds it so records the event. */
+export const DISABLE_ENDPOINT = `UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = $1 WHERE id = $2 AND status = 'enabled'
+       RETURNING ${ENDPOINT_COLUMNS}`;
+
+/** A disabled endpoint's pending deliveries end, those leased to an attempt under way left to it. */
+export const END_PENDING = `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL,
+         last_error = coalesce(last_error, 'the endpoint was disabled')
+       WHERE endpoint_id = $1 AND status = 'pending' AND (lease_until IS NULL OR lease_until <= $2)`;
+
+/** Leases given back (a stopping node): due again at once, each only under the lease it was given with. */
+export const RELEASE_LEASES = `UPDATE webhook_deliveries SET lease_until = NULL, next_attempt_at = now()
+       FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[]) AS c(endpoint_id, event_id, lease_until)
+       WHERE webhook_deliveries.endpoint_id = c.endpoint_id AND webhook_deliveries.event_id = c.event_id
+         AND webhook_deliveries.lease_until = c.lease_until`;
+
+/** The earliest next_attempt_at of a pending delivery: one index lookup. */
+export const NEXT_DUE = "SELECT min(next_attempt_at) AS due FROM webhook_deliveries WHERE status = 'pending'";
+
+/** Pending deliveries, and the age of the oldest: an event not fanned out yet counts too. */
+export const PENDING = `SELECT count(*) AS n, least(min(e.occurred_at), (
+           SELECT e.occurred_at FROM events e, webhook_fanout f
+           WHERE e.id > f.last_event_id AND EXISTS (SELECT 1 FROM webhook_endpoints WHERE status = 'enabled')
+           ORDER BY e.id LIMIT 1)) AS oldest
+       FROM webhook_deliveries d JOIN events e ON e.id = d.event_id WHERE d.status = 'pending'`;
+
+/** A delivery due again at once ($3 now), its next attempt a `retry`; NOTIFY wakes every node's deliverer. */
+export const RETRY_DELIVERY = `WITH retried AS (
+         -- An attempt under way (leased) keeps its lease: no second attempt beside it.
+         UPDATE webhook_deliveries SET status = 'pending', next_trigger = 'retry',
+           next_attempt_at = CASE WHEN lease_until > $3 THEN next_attempt_at ELSE $3 END
+         WHERE endpoint_id = $1 AND event_id = $2 RETURNING ${DELIVERY_COLUMNS}
+       ) SELECT retried.*, pg_notify('${WEBHOOKS_CHANNEL}', current_schema()) FROM retried`;
+
+/** Whether a recovery may start: the endpoint's status and whether one runs, its row locked for the start. */
+export const RECOVERY_ENDPOINT = `SELECT status, EXISTS (SELECT 1 FROM webhook_recoveries WHERE endpoint_id = $1) AS running
+           FROM webhook_endpoints WHERE id = $1 FOR UPDATE`;
+
+/**
+ * Counts the failed deliveries in the window and, when there are any, records the recovery (with its
+ * cursor before every event) and wakes every node's deliverer.
+ */
+export const START_RECOVERY = `WITH counted AS (
+             SELECT count(*)::int AS queued FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
+             WHERE d.endpoint_id = $1 AND d.status = 'failed' AND e.occurred_at >= $2 AND e.occurred_at < $3
+           ), started AS (
+             INSERT INTO webhook_recoveries (endpoint_id, since, until, after_event_id, created_at)
+             SELECT $1, $2, $3, 0, $4 FROM counted WHERE queued > 0
+             RETURNING pg_notify('${WEBHOOKS_CHANNEL}', current_schema())
+           )
+           SELECT queued, (SELECT count(*) FROM started) AS started FROM counted`;
+
+/** Whether any recovery is under way: a read, so no transaction is begun for none (nearly always). */
+export const ANY_RECOVERY = 'SELECT 1 FROM webhook_recoveries LIMIT 1';
+
+/** The recoveries under way, with whether their endpoint is enabled; each taken by one node (SKIP LOCKED). */
+export const RECOVERIES = `SELECT r.endpoint_id, w.status = 'enabled' AS enabled, r.since, r.until, r.after_event_id
+           FROM webhook_recoveries r JOIN webhook_endpoints w ON w.id = r.endpoint_id
+           FOR UPDATE OF r SKIP LOCKED`;
+
+/**
+ * A recovery's next batch ($5 at most) of the endpoint's failed deliveries after its cursor ($2), for
+ * events in its window, moved back to pending in event order ($7: only while the endpoint is enabled);
+ * and whether any it queued is still waiting for its attempt. NOTIFY wakes every node's deliverer.
+ */
+export const RECOVER_BATCH_SQL = `WITH batch AS (
+    SELECT d.event_id FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
+    WHERE $7 AND d.endpoint_id = $1 AND d.status = 'failed' AND d.event_id > $2
+      AND e.occurred_at >= $3 AND e.occurred_at < $4
+    ORDER BY d.event_id LIMIT $5
+  ), moved AS (
+    UPDATE webhook_deliveries d SET status = 'pending', next_trigger = 'recover', next_attempt_at = $6,
+      lease_until = NULL
+    FROM batch WHERE d.endpoint_id = $1 AND d.event_id = batch.event_id
+    RETURNING d.event_id
+  )
+  SELECT (SELECT count(*)::int FROM moved) AS moved, (SELECT max(event_id) FROM moved) AS last,
+    EXISTS (SELECT 1 FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'pending'
+      AND next_trigger = 'recover') AS recovering,
+    CASE WHEN EXISTS (SELECT 1 FROM moved) THEN pg_notify('${WEBHOOKS_CHANNEL}', current_schema()) END`;
+
+/** A recovery's cursor moved past the batch it queued. */
+export const RECOVERED_TO = 'UPDATE webhook_recoveries SET after_event_id = $2 WHERE endpoint_id = $1';
+
+/** A recovery over. */
+export const RECOVERY_DONE = 'DELETE FROM webhook_recoveries WHERE endpoint_id = $1';
