@@ -138,7 +138,10 @@ export interface AttemptOutcome {
 /** What a claim leased, and when a rate-limited endpoint it left with due deliveries may be leased again. */
 export interface Claim {
   deliveries: ClaimedDelivery[];
+  /** The earliest next token of a throttled endpoint whose bucket the claim left empty. */
   throttledUntil: Date | undefined;
+  /** When the next delivery left pending is due (a leased one: when its lease ends); undefined if none. */
+  nextDueAt: Date | undefined;
 }
 
 /**
@@ -219,8 +222,11 @@ export interface ClaimLimits {
   perEndpoint: number;
   /** The claiming process: a lease records it. */
   owner: string;
-  /** How many of an endpoint's deliveries the owner may hold at once while it alone holds any. */
-  depthOf(endpointId: bigint): number;
+  /**
+   * How many of an endpoint's deliveries the owner may hold at once while it alone holds any, for the
+   * endpoints it leases deeper than `perEndpoint`.
+   */
+  depths: ReadonlyMap<bigint, number>;
 }
 
 /**
@@ -235,9 +241,9 @@ export function claimable(
   endpointId: bigint,
   leased: number,
   others: number,
-  { perEndpoint, depthOf }: ClaimLimits,
+  { perEndpoint, depths }: ClaimLimits,
 ): number {
-  const bound = others > 0 ? perEndpoint : Math.max(perEndpoint, depthOf(endpointId));
+  const bound = others > 0 ? perEndpoint : Math.max(perEndpoint, depths.get(endpointId) ?? perEndpoint);
   return Math.max(0, bound - leased);
 }
 
@@ -325,11 +331,9 @@ export interface DeliveryQueue {
   fanOut(batch: number): Promise<number>;
   /** Gives leases back (a stopping node): those deliveries are due again at once. */
   releaseLeases(deliveries: readonly ClaimedDelivery[]): Promise<void>;
-  /** When the next pending delivery is due (or its lease ends); undefined when none is pending. */
-  nextDueAt(): Promise<Date | undefined>;
   pending(): Promise<PendingDeliveries>;
   /**
-   * `listener` is called when deliveries may have become due sooner than nextDueAt said: new events,
+   * `listener` is called when deliveries may have become due sooner than a claim's nextDueAt said: new events,
    * a retry, an endpoint enabled, on any node (on SQLite, another process's commits within 100 ms).
    * Returns the unsubscribe.
    */

@@ -158,17 +158,20 @@ export class Deliverer {
     if (free <= 0) return fanOutWait;
     const now = this.#o.now();
     const leaseUntil = new Date(now.getTime() + this.#o.timeoutMs + this.#leaseMarginMs);
-    const { deliveries: claimed, throttledUntil } = await this.#o.store.claimDue(now, leaseUntil, {
+    const {
+      deliveries: claimed,
+      throttledUntil,
+      nextDueAt: due,
+    } = await this.#o.store.claimDue(now, leaseUntil, {
       limit: free,
       perEndpoint: this.#o.concurrencyPerEndpoint,
       owner: this.#owner,
-      depthOf: (endpointId) => this.#queues.depthOf(endpointId),
+      depths: this.#queues.depths(),
     });
     this.#queues.add(claimed);
     this.#startQueued();
     // More due than it could take: round again.
     if (claimed.length === free) return 0;
-    const due = await this.#o.store.nextDueAt();
     if (!due) return fanOutWait;
     // Compared with the instant the claim was made at: due by then yet not claimed means its endpoint
     // is at its bound (here or on another node), and an attempt ending wakes us.

@@ -36,7 +36,7 @@ export interface EndpointQueue {
 /**
  * The deliveries this process holds leases on, a queue per endpoint, and the bounds on starting them:
  * WEBHOOK_CONCURRENCY_PER_ENDPOINT attempts to an endpoint, MAX_IN_FLIGHT in all. Each endpoint's
- * recent attempt time sets how deep it is leased ahead (depthOf).
+ * recent attempt time sets how deep it is leased ahead (depths).
  */
 export class EndpointQueues {
   readonly #queues = new Map<bigint, EndpointQueue>();
@@ -62,17 +62,24 @@ export class EndpointQueues {
     this.held += deliveries.length;
   }
 
-  /** How deep to lease an endpoint ahead: as many as it answers within the lease's margin, given its pace. */
-  depthOf(endpointId: bigint): number {
-    const queue = this.#queues.get(endpointId);
-    const latency = queue?.latencyMs;
-    if (latency === undefined) return this.#perEndpoint;
-    const depth = Math.max(
-      this.#perEndpoint,
-      Math.min(MAX_DEPTH, Math.floor((this.#perEndpoint * this.#leaseMarginMs) / Math.max(1, latency))),
-    );
-    if (queue) queue.depth = depth;
-    return depth;
+  /**
+   * How deep to lease each endpoint ahead whose pace is known: as many as it answers within the lease's
+   * margin, given its pace. Those not named are leased `perEndpoint` deep.
+   */
+  depths(): Map<bigint, number> {
+    const depths = new Map<bigint, number>();
+    for (const [endpointId, queue] of this.#queues) {
+      if (queue.latencyMs === undefined) continue;
+      queue.depth = Math.max(
+        this.#perEndpoint,
+        Math.min(
+          MAX_DEPTH,
+          Math.floor((this.#perEndpoint * this.#leaseMarginMs) / Math.max(1, queue.latencyMs)),
+        ),
+      );
+      depths.set(endpointId, queue.depth);
+    }
+    return depths;
   }
 
   /**

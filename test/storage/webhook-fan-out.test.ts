@@ -132,7 +132,12 @@ for (const backend of backends) {
          UPDATE webhook_deliveries SET next_attempt_at = ${ago(60_000)} WHERE endpoint_id = ${quiet.id}`,
       );
       const now = new Date();
-      const limits = (owner: string) => ({ limit: 1, perEndpoint: 4, owner, depthOf: () => 4 });
+      const limits = (owner: string) => ({
+        limit: 1,
+        perEndpoint: 4,
+        owner,
+        depths: new Map<bigint, number>(),
+      });
       const first = await storage.deliveries.claimDue(now, new Date(now.getTime() + 15_000), limits('one'));
       assert.deepEqual(
         first.deliveries.map((d) => d.endpointId),

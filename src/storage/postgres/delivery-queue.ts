@@ -2,7 +2,6 @@ import type pg from 'pg';
 import { IdempotencyKeyReusedError } from '../../domain/errors.js';
 import { type EventType, eventJson, type NewEvent } from '../../domain/events.js';
 import type { IdempotencyClaim } from '../../domain/storage.js';
-import type { BucketState } from '../../domain/token-bucket.js';
 import type {
   AttemptOutcome,
   AttemptRecorded,
@@ -21,14 +20,11 @@ import type {
   WebhookEndpointStatus,
 } from '../../domain/webhooks.js';
 import {
-  claimable,
   disabledBy,
   endpointDisabled,
   RECORD_LINGER_MS,
   signingSecrets,
   statusAfter,
-  throttleAfter,
-  throttleAllows,
 } from '../../domain/webhooks.js';
 import { type AttemptRow, toAttempt } from '../attempt-row.js';
 import { CreateBatcher } from '../create-batcher.js';
@@ -36,9 +32,7 @@ import { RecoveryRefused } from '../recovery-refused.js';
 import {
   ANY_RECOVERY,
   BEGIN_RELAXED,
-  CLAIM_DUE,
-  CLAIM_ENDPOINTS,
-  CLAIM_THROTTLED,
+  CLAIM,
   DISABLE_ENDPOINT,
   END_PENDING,
   ENDPOINT_FAILING,
@@ -46,7 +40,6 @@ import {
   FAN_OUT,
   LIST_ATTEMPTS,
   listDeliveriesText,
-  NEXT_DUE,
   PENDING,
   RECORD_ATTEMPT,
   RECORD_SUCCEEDED,
@@ -93,52 +86,42 @@ const toDelivery = (row: DeliveryRow): WebhookDelivery => ({
   lastError: row.last_error ?? undefined,
 });
 
-/** An endpoint as a claim reads it (CLAIM_ENDPOINTS). */
-interface ClaimEndpointRow {
-  id: bigint;
-  url: string;
-  secret: string;
-  previous_secret: string | null;
-  previous_secret_until: Date | null;
-  rate_limit: number | null;
-  throttle_tokens: number | null;
-  throttle_at: Date | null;
-  leased: number;
-  others: number;
-}
-
-/** A delivery as a claim leases it (CLAIM_DUE). */
-interface ClaimedRow {
-  endpoint_id: bigint;
-  event_id: bigint;
-  attempts: number;
-  next_trigger: AttemptTrigger;
-  type: EventType;
-  occurred_at: Date;
-  data: string;
-  trace_context: string | null;
-}
-
-const bucketOf = (row: ClaimEndpointRow): BucketState | undefined =>
-  row.throttle_tokens === null || row.throttle_at === null
-    ? undefined
-    : { tokens: row.throttle_tokens, atMs: row.throttle_at.getTime() };
+/** A row of a claim (CLAIM): a delivery it leased, with its endpoint and event, or none (one row). */
+type ClaimRow = {
+  next_due: Date | null;
+  throttled_until: Date | null;
+} & (
+  | {
+      endpoint_id: bigint;
+      url: string;
+      secret: string;
+      previous_secret: string | null;
+      previous_secret_until: Date | null;
+      event_id: bigint;
+      attempts: number;
+      next_trigger: AttemptTrigger;
+      type: EventType;
+      occurred_at: Date;
+      data: string;
+      trace_context: string | null;
+    }
+  | { endpoint_id: null }
+);
 
 const claimedDelivery = (
-  endpoint: ClaimEndpointRow,
-  row: ClaimedRow,
+  row: Extract<ClaimRow, { url: string }>,
   now: Date,
   leaseUntil: Date,
 ): ClaimedDelivery => ({
-  endpointId: endpoint.id,
+  endpointId: row.endpoint_id,
   eventId: row.event_id,
   attempts: row.attempts,
   trigger: row.next_trigger,
-  url: endpoint.url,
+  url: row.url,
   secrets: signingSecrets(
-    endpoint.secret,
-    endpoint.previous_secret ?? undefined,
-    endpoint.previous_secret_until ?? undefined,
+    row.secret,
+    row.previous_secret ?? undefined,
+    row.previous_secret_until ?? undefined,
     now,
   ),
   body: eventJson({ id: row.event_id, type: row.type, occurredAt: row.occurred_at, data: row.data }),
@@ -151,7 +134,7 @@ const claimedDelivery = (
 /**
  * Webhook deliveries on PostgreSQL, for any number of nodes; every statement it runs is in
  * delivery-statements.ts. A claim locks the endpoints it leases from and skips those another claimer
- * holds (CLAIM_ENDPOINTS): no two lease one delivery, and the per-endpoint bound and throttle are
+ * holds (CLAIM): no two lease one delivery, and the per-endpoint bound and throttle are
  * exact; a commit that adds deliveries NOTIFYs every node (events.ts), which LISTENs here.
  */
 export class PostgresDeliveryQueue implements DeliveryQueue {
@@ -303,72 +286,24 @@ export class PostgresDeliveryQueue implements DeliveryQueue {
   /**
    * Endpoint by endpoint (each bounded by what every node has leased already), the deliveries due first,
    * through the (endpoint_id, next_attempt_at) index: a backlog on one endpoint costs the others
-   * nothing. A leased delivery is due again when its lease ends: a node that dies lets it go.
+   * nothing. A leased delivery is due again when its lease ends: a node that dies lets it go. One
+   * statement (CLAIM).
    */
   async claimDue(now: Date, leaseUntil: Date, limits: ClaimLimits): Promise<Claim> {
-    const { limit, owner } = limits;
-    const at = now.getTime();
-    return inTransaction(
-      this.#pool,
-      async (client) => {
-        const { rows: endpoints } = await client.query<ClaimEndpointRow>({
-          name: 'webhooks_claim_endpoints',
-          text: CLAIM_ENDPOINTS,
-          values: [now, owner],
-        });
-        // How many of each endpoint to lease: its bound (claimable), its throttle, the claim's room.
-        const wanted = new Map<
-          bigint,
-          { endpoint: ClaimEndpointRow; n: number; bucket: BucketState | undefined }
-        >();
-        let room = limit;
-        let throttledUntil: Date | undefined;
-        for (const endpoint of endpoints) {
-          const bucket = bucketOf(endpoint);
-          let n = Math.min(claimable(endpoint.id, endpoint.leased, endpoint.others, limits), room);
-          if (endpoint.rate_limit !== null) n = throttleAllows(endpoint.rate_limit, bucket, at, n);
-          if (n > 0) wanted.set(endpoint.id, { endpoint, n, bucket });
-          else if (endpoint.rate_limit !== null) {
-            const { nextAt } = throttleAfter(endpoint.rate_limit, bucket, at, 0);
-            if (nextAt && (!throttledUntil || nextAt < throttledUntil)) throttledUntil = nextAt;
-          }
-          room -= n;
-          if (room <= 0) break;
-        }
-        if (wanted.size === 0) return { deliveries: [], throttledUntil };
-        const { rows } = await client.query<ClaimedRow>({
-          // Unnamed: planned at each claim, for the table as it is then (see CLAIM_DUE).
-          text: CLAIM_DUE,
-          values: [[...wanted.keys()], [...wanted.values()].map((w) => w.n), now, leaseUntil, owner],
-        });
-        const deliveries = rows.map((row) =>
-          claimedDelivery(
-            (wanted.get(row.endpoint_id) as { endpoint: ClaimEndpointRow }).endpoint,
-            row,
-            now,
-            leaseUntil,
-          ),
-        );
-        // The throttled endpoints' buckets, less what was leased from each.
-        const throttled: [bigint, number, Date][] = [];
-        for (const { endpoint, bucket } of wanted.values()) {
-          if (endpoint.rate_limit === null) continue;
-          const leased = deliveries.filter((d) => d.endpointId === endpoint.id).length;
-          const after = throttleAfter(endpoint.rate_limit, bucket, at, leased);
-          if (leased > 0) throttled.push([endpoint.id, after.bucket.tokens, new Date(after.bucket.atMs)]);
-          if (after.nextAt && (!throttledUntil || after.nextAt < throttledUntil))
-            throttledUntil = after.nextAt;
-        }
-        if (throttled.length > 0)
-          await client.query({
-            name: 'webhooks_claim_throttled',
-            text: CLAIM_THROTTLED,
-            values: [throttled.map((t) => t[0]), throttled.map((t) => t[1]), throttled.map((t) => t[2])],
-          });
-        return { deliveries, throttledUntil };
-      },
-      BEGIN_RELAXED,
-    );
+    const { limit, perEndpoint, owner, depths } = limits;
+    const { rows } = await this.#pool.query<ClaimRow>({
+      // Unnamed: planned at each claim, for the table as it is then (see CLAIM).
+      text: CLAIM,
+      values: [now, owner, leaseUntil, limit, perEndpoint, [...depths.keys()], [...depths.values()]],
+    });
+    const first = rows[0];
+    return {
+      deliveries: rows.flatMap((row) =>
+        row.endpoint_id === null ? [] : [claimedDelivery(row, now, leaseUntil)],
+      ),
+      throttledUntil: first?.throttled_until ?? undefined,
+      nextDueAt: first?.next_due ?? undefined,
+    };
   }
 
   /** Results arriving together share one transaction (as creates do). */
@@ -508,15 +443,6 @@ export class PostgresDeliveryQueue implements DeliveryQueue {
       deliveries.map((d) => d.eventId),
       deliveries.map((d) => d.leaseUntil),
     ]);
-  }
-
-  /** The earliest next_attempt_at of a pending delivery (a leased one's is its lease's end): one index lookup. */
-  async nextDueAt(): Promise<Date | undefined> {
-    const { rows } = await this.#pool.query<{ due: Date | null }>({
-      name: 'webhooks_next_due',
-      text: NEXT_DUE,
-    });
-    return rows[0]?.due ?? undefined;
   }
 
   async pending(): Promise<PendingDeliveries> {

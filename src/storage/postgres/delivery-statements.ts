@@ -68,57 +68,97 @@ export const FAN_OUT = `WITH cursor AS (
                (SELECT count(*) FROM moved) AS moved`;
 
 /**
- * A claim's endpoints: those enabled with a delivery due ($1 now), the one whose oldest due delivery has
- * waited longest first (so a busy endpoint never keeps a quiet one waiting for the claim's room), each
- * with the live leases on it ($2 this process, for `others`) and its throttle's bucket. Each row is
- * locked for the claim and skipped by any other claimer (SKIP LOCKED): claims of different endpoints
- * run side by side on any nodes, and an endpoint's leases are counted and taken by one claimer at a
- * time, so the per-endpoint bound and the throttle hold across nodes.
+ * A claim, in one statement: one round trip, and its locks held only while it runs. $1 now, $2 this
+ * process (the leases' owner), $3 the leases' end, $4 the claim's room, $5 WEBHOOK_CONCURRENCY_PER_ENDPOINT,
+ * $6/$7 the endpoints this process leases deeper than that, and how deep (EndpointQueues.depths).
+ * - `endpoints`: those enabled with a delivery due, the one whose oldest due delivery has waited longest
+ *   first (so a busy endpoint never keeps a quiet one waiting for the claim's room), with the live leases
+ *   on each (`others`: another process's). Each row is locked and skipped by any other claimer (SKIP
+ *   LOCKED): claims of different endpoints run side by side on any nodes, and an endpoint's leases are
+ *   counted and taken by one claimer at a time, so the per-endpoint bound and the throttle hold across
+ *   nodes.
+ * - `shares`: how many of each: its bound less its live leases (the domain's `claimable`), no more than
+ *   its throttle's whole tokens (the domain's token bucket, `burst` = `rateLimit`, refilled since
+ *   `throttle_at`), within what the endpoints before it left of the room.
+ * - `picked`, `leased`: each endpoint's deliveries due first, then in event order, found through the
+ *   (endpoint_id, next_attempt_at) index and leased by their row addresses (a TID scan); a row changed
+ *   since (a retry asked for, the endpoint disabled) is at another address by then, and is left out.
+ * - `buckets`, `throttled`: the throttled endpoints' buckets, less what was leased from each.
+ * - `later`: when to look again: the earliest delivery left pending (a leased one is due when its lease
+ *   ends), and the earliest next token of a bucket left empty.
+ * One row at least (the deliveries leased, or none): `later`'s columns on each.
+ * Sent unnamed, so planned at each claim for the table's size then: a named statement keeps the plan
+ * made at its first uses, and one made while the table held a few rows read every delivery of the
+ * endpoint for each one leased (as a join: 40 ms a claim at 30,000 pending), or all of them once (a
+ * sequential scan, 10 ms and growing). Planning it costs about 0.1 ms, once a round. Committed without
+ * waiting for the log's flush (`set_config(…, true)` is SET LOCAL, for this statement's transaction):
+ * see BEGIN_RELAXED.
  */
-export const CLAIM_ENDPOINTS = `SELECT w.id, w.url, w.secret, w.previous_secret, w.previous_secret_until, w.rate_limit,
-    w.throttle_tokens, w.throttle_at, l.leased, l.others
-  FROM webhook_endpoints w
-  CROSS JOIN LATERAL (
-    SELECT min(d.next_attempt_at) AS due FROM webhook_deliveries d
-    WHERE d.endpoint_id = w.id AND d.status = 'pending') oldest
-  CROSS JOIN LATERAL (
-    SELECT count(*)::int AS leased, (count(*) FILTER (WHERE d.lease_owner IS DISTINCT FROM $2))::int AS others
-    FROM webhook_deliveries d
-    WHERE d.endpoint_id = w.id AND d.lease_until > $1 AND d.status = 'pending') l
-  WHERE w.status = 'enabled' AND oldest.due <= $1
-  ORDER BY oldest.due, w.id
-  FOR UPDATE OF w SKIP LOCKED`;
-
-/** The claim's throttles: the buckets of the rate-limited endpoints it leased from. */
-export const CLAIM_THROTTLED = `UPDATE webhook_endpoints w SET throttle_tokens = t.tokens, throttle_at = t.at
-  FROM unnest($1::bigint[], $2::float8[], $3::timestamptz[]) AS t(id, tokens, at) WHERE w.id = t.id`;
-
-/**
- * Leases each endpoint's deliveries due first ($1 the endpoints, $2 how many of each, $3 now, $4 the
- * lease's end, $5 the owner), the earliest due first and then in event order, and returns them with their events. The due rows are found through the
- * (endpoint_id, next_attempt_at) index and updated by their row addresses (a TID scan). Sent unnamed,
- * so planned at each claim for the table's size then: a named statement keeps the plan made at its
- * first uses, and one made while the table held a few rows read every delivery of the endpoint for each
- * one leased (as a join: 40 ms a claim at 30,000 pending), or all of them once (a sequential scan, 10 ms
- * and growing). Planning it costs about 0.1 ms, once a round. The claimers' lock keeps another claim off
- * these rows meanwhile; a row changed between the two (a retry asked for, the endpoint disabled) is at
- * another address by then, and is left out.
- */
-export const CLAIM_DUE = `WITH wanted AS (
-    SELECT * FROM unnest($1::bigint[], $2::int[]) AS w(endpoint_id, n)
-  ), leased AS (
-    UPDATE webhook_deliveries d SET lease_until = $4, next_attempt_at = $4, lease_owner = $5
-    WHERE d.ctid = ANY (ARRAY(
-      SELECT due.ctid FROM wanted CROSS JOIN LATERAL (
+export const CLAIM = `WITH relaxed AS (
+    SELECT set_config('synchronous_commit', 'off', true)
+  ), endpoints AS (
+    SELECT w.id, w.url, w.secret, w.previous_secret, w.previous_secret_until, w.rate_limit, w.throttle_tokens,
+      w.throttle_at, oldest.due, l.leased, l.others
+    FROM webhook_endpoints w
+    CROSS JOIN LATERAL (
+      SELECT min(d.next_attempt_at) AS due FROM webhook_deliveries d
+      WHERE d.endpoint_id = w.id AND d.status = 'pending') oldest
+    CROSS JOIN LATERAL (
+      SELECT count(*)::int AS leased, (count(*) FILTER (WHERE d.lease_owner IS DISTINCT FROM $2))::int AS others
+      FROM webhook_deliveries d
+      WHERE d.endpoint_id = w.id AND d.lease_until > $1 AND d.status = 'pending') l
+    WHERE w.status = 'enabled' AND oldest.due <= $1
+    ORDER BY oldest.due, w.id
+    FOR UPDATE OF w SKIP LOCKED
+  ), sized AS (
+    SELECT e.*, b.tokens,
+      least(greatest(0, CASE WHEN e.others > 0 THEN $5 ELSE greatest($5, coalesce(k.depth, $5)) END - e.leased),
+        coalesce(floor(b.tokens)::int, $4)) AS wanted
+    FROM endpoints e
+    LEFT JOIN unnest($6::bigint[], $7::int[]) AS k(id, depth) ON k.id = e.id
+    CROSS JOIN LATERAL (SELECT CASE
+        WHEN e.rate_limit IS NULL THEN NULL
+        WHEN e.throttle_tokens IS NULL OR e.throttle_at IS NULL THEN e.rate_limit::float8
+        ELSE least(e.rate_limit::float8,
+          e.throttle_tokens + greatest(0, extract(epoch FROM $1 - e.throttle_at)::float8) * e.rate_limit)
+      END AS tokens) b
+  ), shares AS (
+    SELECT s.*, greatest(0, least(s.wanted, $4 - coalesce(sum(s.wanted) OVER (ORDER BY s.due, s.id
+      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)))::int AS n
+    FROM sized s
+  ), picked AS (
+    SELECT ARRAY(
+      SELECT due.ctid FROM shares CROSS JOIN LATERAL (
         SELECT ctid FROM webhook_deliveries
-        WHERE endpoint_id = wanted.endpoint_id AND status = 'pending' AND next_attempt_at <= $3
-        ORDER BY next_attempt_at, event_id LIMIT wanted.n) due))
+        WHERE endpoint_id = shares.id AND status = 'pending' AND next_attempt_at <= $1
+        ORDER BY next_attempt_at, event_id LIMIT shares.n) due
+      WHERE shares.n > 0) AS ctids
+  ), leased AS (
+    UPDATE webhook_deliveries d SET lease_until = $3, next_attempt_at = $3, lease_owner = $2
+    WHERE d.ctid = ANY ((SELECT ctids FROM picked)::tid[])
     RETURNING d.endpoint_id, d.event_id, d.attempts, d.next_trigger
+  ), buckets AS (
+    SELECT s.id, s.rate_limit, s.tokens - count(l.event_id) AS tokens, count(l.event_id) AS taken
+    FROM shares s LEFT JOIN leased l ON l.endpoint_id = s.id
+    WHERE s.rate_limit IS NOT NULL GROUP BY s.id, s.rate_limit, s.tokens
+  ), throttled AS (
+    UPDATE webhook_endpoints w SET throttle_tokens = b.tokens, throttle_at = $1
+    FROM buckets b WHERE w.id = b.id AND b.taken > 0
+  ), later AS (
+    SELECT least(
+        (SELECT next_attempt_at FROM webhook_deliveries
+         WHERE status = 'pending' AND NOT (ctid = ANY ((SELECT ctids FROM picked)::tid[]))
+         ORDER BY next_attempt_at LIMIT 1),
+        CASE WHEN EXISTS (SELECT 1 FROM leased) THEN $3::timestamptz END) AS next_due,
+      (SELECT min($1 + make_interval(secs => (1 - b.tokens) / b.rate_limit)) FROM buckets b WHERE b.tokens < 1)
+        AS throttled_until
   )
-  SELECT leased.endpoint_id, leased.event_id, leased.attempts, leased.next_trigger, e.type, e.occurred_at,
-    e.data, e.trace_context
-  FROM leased JOIN events e ON e.id = leased.event_id
-  ORDER BY leased.endpoint_id, leased.event_id`;
+  SELECT later.next_due, later.throttled_until, l.endpoint_id, s.url, s.secret, s.previous_secret,
+    s.previous_secret_until, l.event_id, l.attempts, l.next_trigger, e.type, e.occurred_at, e.data,
+    e.trace_context
+  FROM relaxed CROSS JOIN later
+  LEFT JOIN (leased l JOIN shares s ON s.id = l.endpoint_id JOIN events e ON e.id = l.event_id) ON true
+  ORDER BY l.endpoint_id, l.event_id`;
 
 /**
  * The attempts of a batch that all answered 2xx (recordAttempt's common case), in one statement: their
@@ -184,9 +224,6 @@ export const RELEASE_LEASES = `UPDATE webhook_deliveries SET lease_until = NULL,
        FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[]) AS c(endpoint_id, event_id, lease_until)
        WHERE webhook_deliveries.endpoint_id = c.endpoint_id AND webhook_deliveries.event_id = c.event_id
          AND webhook_deliveries.lease_until = c.lease_until`;
-
-/** The earliest next_attempt_at of a pending delivery: one index lookup. */
-export const NEXT_DUE = "SELECT min(next_attempt_at) AS due FROM webhook_deliveries WHERE status = 'pending'";
 
 /** Pending deliveries, and the age of the oldest: an event not fanned out yet counts too. */
 export const PENDING = `SELECT count(*) AS n, least(min(e.occurred_at), (

@@ -290,7 +290,12 @@ export class SqliteDeliveryQueue implements DeliveryQueue {
       }
       if (claimed.length >= limit) break;
     }
-    return { deliveries: claimed, throttledUntil };
+    const due = this.#sql.nextDue.get();
+    return {
+      deliveries: claimed,
+      throttledUntil,
+      nextDueAt: due === null || due === undefined ? undefined : new Date(Number(due)),
+    };
   }
 
   /** Leases up to `free` of the endpoint's due deliveries, the earliest due first, into `claimed`. */
@@ -408,12 +413,6 @@ export class SqliteDeliveryQueue implements DeliveryQueue {
           this.#sql.release.run(now, d.endpointId, d.eventId, d.leaseUntil.getTime());
       })(),
     );
-  }
-
-  /** The earliest next_attempt_at of a pending delivery (a leased one's is its lease's end): one index lookup. */
-  async nextDueAt(): Promise<Date | undefined> {
-    const ms = this.#sql.nextDue.get();
-    return ms === null || ms === undefined ? undefined : new Date(Number(ms));
   }
 
   async pending(): Promise<PendingDeliveries> {
