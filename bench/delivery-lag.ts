@@ -6,7 +6,7 @@
  * 1. creates closed-loop (wrk) for --seconds: the node's create rate T with that endpoint, and how many
  *    deliveries arrived meanwhile per create (under saturation);
  * 2. the backlog left is delivered (its time is reported);
- * 3. creates paced at T/2 (open loop, from this process) for 2 × --seconds: the lag's p50, p99 and max,
+ * 3. creates paced at T/2 (or `--paced-rate`; open loop, from this process) for 2 × --seconds: the lag's p50, p99 and max,
  *    and whether every change was delivered.
  *
  * Layouts: `all` (one `serve --role all` on one core), `split` (`--role api` and `--role deliver`,
@@ -261,6 +261,8 @@ export async function measureDeliveryLag(options: {
   generatorCpu: string;
   /** The CLI to start (another build's dist/cli/main.js, to measure it the same way). */
   cli?: string;
+  /** Creates a second in the paced phase; T/2 when not given. */
+  pacedRate?: number;
   log: (message: string) => void;
 }): Promise<DeliveryLagResult> {
   const { backend, layout, env, key, seconds, connections, pin, generatorCpu, log } = options;
@@ -294,7 +296,7 @@ export async function measureDeliveryLag(options: {
       `delivery-lag ${backend} ${layout}: backlog of ${createdClosed - saturatedDeliveries} delivered in ${backlogSeconds.toFixed(1)} s`,
     );
 
-    const rate = Math.max(1, Math.round(closed.requestsPerSecond / 2));
+    const rate = options.pacedRate ?? Math.max(1, Math.round(closed.requestsPerSecond / 2));
     const pacedSeconds = seconds * 2;
     log(`delivery-lag ${backend} ${layout}: creates paced at ${rate}/s for ${pacedSeconds} s`);
     const pacedStarted = performance.now();
@@ -351,12 +353,12 @@ const LAYOUT_NAMES: Record<Layout, string> = {
 export function renderDeliveryLag(results: readonly DeliveryLagResult[]): string {
   const s = (ms: number) => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(2)} s` : 'not within the bound');
   const lines = [
-    '| backend | layout | T (creates/s, closed loop) | deliveries per create under it | service CPU under it (cores) | backlog left, delivered in | paced at T/2: delivered | service CPU meanwhile (cores) | lag p50 | lag p99 | lag max | create p99 meanwhile | service CPU / generator CPU (cores) |',
+    '| backend | layout | T (creates/s, closed loop) | deliveries per create under it | service CPU under it (cores) | backlog left, delivered in | paced at T/2 (or --paced-rate): delivered, at | service CPU meanwhile (cores) | lag p50 | lag p99 | lag max | create p99 meanwhile | service CPU / generator CPU (cores) |',
     '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const r of results) {
     lines.push(
-      `| ${r.backend} | ${LAYOUT_NAMES[r.layout]} | ${r.saturatedCreatesPerSecond.toFixed(0)} | ${(r.saturatedDeliveriesPerSecond / r.saturatedCreatesPerSecond).toFixed(2)} | ${r.saturatedServiceCores.toFixed(2)} | ${Number.isFinite(r.backlogSeconds) ? `${r.backlogSeconds.toFixed(1)} s` : 'not within 120 s'} | ${r.pacedDelivered} of ${r.pacedCreates} | ${r.pacedServiceCores.toFixed(2)} | ${s(r.lagP50Ms)} | ${s(r.lagP99Ms)} | ${s(r.lagMaxMs)} | ${Number.isFinite(r.createP99Ms) ? `${r.createP99Ms.toFixed(1)} ms` : '–'} | ${r.serviceCpuPerSecond.toFixed(2)} / ${r.generatorCpuPerSecond.toFixed(2)} |`,
+      `| ${r.backend} | ${LAYOUT_NAMES[r.layout]} | ${r.saturatedCreatesPerSecond.toFixed(0)} | ${(r.saturatedDeliveriesPerSecond / r.saturatedCreatesPerSecond).toFixed(2)} | ${r.saturatedServiceCores.toFixed(2)} | ${Number.isFinite(r.backlogSeconds) ? `${r.backlogSeconds.toFixed(1)} s` : 'not within 120 s'} | ${r.pacedDelivered} of ${r.pacedCreates}, ${r.pacedRate}/s | ${r.pacedServiceCores.toFixed(2)} | ${s(r.lagP50Ms)} | ${s(r.lagP99Ms)} | ${s(r.lagMaxMs)} | ${Number.isFinite(r.createP99Ms) ? `${r.createP99Ms.toFixed(1)} ms` : '–'} | ${r.serviceCpuPerSecond.toFixed(2)} / ${r.generatorCpuPerSecond.toFixed(2)} |`,
     );
   }
   return lines.join('\n');

@@ -94,6 +94,11 @@ const { values: args, positionals } = parseArgs({
     scenarios: { type: 'string', default: [...SCENARIOS, 'delivery-lag'].join(',') },
     /** delivery-lag's layouts of processes: `all` (one --role all), `split` (--role api + --role deliver). */
     layouts: { type: 'string', default: 'all,split' },
+    /**
+     * delivery-lag's paced phase at this many creates a second instead of each layout's own T/2, so
+     * layouts are compared at one load (their lag and create p99 side by side).
+     */
+    'paced-rate': { type: 'string' },
     /** The CLI delivery-lag starts: another build's dist/cli/main.js, measured the same way. */
     cli: { type: 'string' },
     'log-level': { type: 'string' },
@@ -620,6 +625,7 @@ async function deliveryLag(): Promise<void> {
             pin,
             generatorCpu: GENERATOR_CPU,
             ...(args.cli ? { cli: args.cli as string } : {}),
+            ...(args['paced-rate'] ? { pacedRate: Number(args['paced-rate']) } : {}),
             log,
           }),
         );
