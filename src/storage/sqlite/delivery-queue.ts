@@ -86,6 +86,8 @@ interface AttemptResult {
  */
 export class SqliteDeliveryQueue implements DeliveryQueue {
   readonly #db: Database.Database;
+  /** Prepared once: `db.pragma()` prepares its statement at each call, twice a round and a batch. */
+  readonly #synchronous: { normal: Database.Statement; full: Database.Statement };
   readonly #log: SqliteEventLog;
   /** recover's Idempotency-Key records. */
   readonly #idempotency: SqliteIdempotencyKeys;
@@ -95,6 +97,10 @@ export class SqliteDeliveryQueue implements DeliveryQueue {
   readonly #results: CreateBatcher<AttemptResult, AttemptRecorded>;
 
   constructor(db: Database.Database, log: SqliteEventLog, idempotency: SqliteIdempotencyKeys) {
+    this.#synchronous = {
+      normal: db.prepare('PRAGMA synchronous = NORMAL'),
+      full: db.prepare('PRAGMA synchronous = FULL'),
+    };
     this.#db = db;
     this.#log = log;
     this.#idempotency = idempotency;
@@ -102,9 +108,16 @@ export class SqliteDeliveryQueue implements DeliveryQueue {
     this.#claimAll = db.transaction((at: number, until: number, limits: ClaimLimits) =>
       this.#claim(at, until, limits),
     );
-    const recordAll = db.transaction((results: readonly AttemptResult[]) =>
-      results.map((result) => this.#recordOne(result)),
-    );
+    const recordAll = db.transaction((results: readonly AttemptResult[]) => {
+      // Every attempt answered 2xx (the common case): each endpoint's failing spell ends once, with its
+      // latest success, instead of an update per attempt. Otherwise in order: a failure after a success
+      // starts a spell the success must not end.
+      const allSucceeded = results.every(({ outcome }) => outcome.succeeded);
+      const latest = new Map<bigint, number>();
+      const recorded = results.map((result) => this.#recordOne(result, allSucceeded ? latest : undefined));
+      for (const [endpointId, at] of latest) this.#sql.succeeded.run({ at, endpointId });
+      return recorded;
+    });
     this.#results = new CreateBatcher((results) => this.#relaxed(() => recordAll.immediate(results)), {
       name: 'deliveries.recordAttempt',
       lingerMs: RECORD_LINGER_MS,
@@ -250,11 +263,11 @@ export class SqliteDeliveryQueue implements DeliveryQueue {
    * which at-least-once delivery allows. Changes and their events keep FULL: a 201 is on disk.
    */
   #relaxed<T>(work: () => T): T {
-    this.#db.pragma('synchronous = NORMAL');
+    this.#synchronous.normal.run();
     try {
       return work();
     } finally {
-      this.#db.pragma('synchronous = FULL');
+      this.#synchronous.full.run();
     }
   }
 
@@ -363,7 +376,11 @@ export class SqliteDeliveryQueue implements DeliveryQueue {
     return this.#results.add({ delivery, outcome, disableIfFailingSince });
   }
 
-  #recordOne({ delivery, outcome, disableIfFailingSince }: AttemptResult): AttemptRecorded {
+  /** `successes`: where a success notes its endpoint's latest, for the caller to write once a batch. */
+  #recordOne(
+    { delivery, outcome, disableIfFailingSince }: AttemptResult,
+    successes?: Map<bigint, number>,
+  ): AttemptRecorded {
     const at = outcome.at.getTime();
     const status = statusAfter(outcome);
     const changed = this.#sql.record.run({
@@ -389,7 +406,9 @@ export class SqliteDeliveryQueue implements DeliveryQueue {
       trigger: delivery.trigger,
     });
     if (outcome.succeeded) {
-      this.#sql.succeeded.run({ at, endpointId: delivery.endpointId });
+      if (successes)
+        successes.set(delivery.endpointId, Math.max(at, successes.get(delivery.endpointId) ?? at));
+      else this.#sql.succeeded.run({ at, endpointId: delivery.endpointId });
       return { recorded: true, disabled: undefined, failed: false };
     }
     const reason = disabledBy(
