@@ -1,4 +1,4 @@
-// `npm run build`'s last step: the console (console/, served at /console by src/http/console.ts),
+// `npm run build`'s last step: the console (console/, served at /console by src/http/documents/console.ts),
 // bundled with esbuild into dist/console/: app.js (every module of console/src, minified), app.css and
 // index.html as they are. Nothing built is committed; a production install (`npm ci --omit=dev`) serves
 // the dist/ built before it, like the rest of the service.

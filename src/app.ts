@@ -1,8 +1,15 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { SchemaObject } from 'ajv';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import {
+  deleteOldEvents,
+  deliverInBackground,
+  deliverOnThread,
+  pruneExpiredIdempotencyKeys,
+  recordLastUseInBackground,
+} from './background-jobs.js';
 import type { Config } from './config/config.js';
-import { ApiKeyLastUse, LAST_USE_FLUSH_MS } from './domain/api-key-last-use.js';
+import { ApiKeyLastUse } from './domain/api-key-last-use.js';
 import { ApiKeyVerifier } from './domain/api-keys.js';
 import { EventFeed } from './domain/event-feed.js';
 import { pruneIdempotencyKeys } from './domain/idempotency.js';
@@ -13,54 +20,51 @@ import type { Storage } from './domain/storage.js';
 import { StoreOrders } from './domain/store-orders.js';
 import type { TokenBuckets } from './domain/token-bucket.js';
 import { WebhookEndpoints } from './domain/webhook-endpoints.js';
-import { authentication } from './http/auth.js';
-import { AuthFailureLimiter } from './http/auth-failures.js';
-import { answerClientError, answerConnect } from './http/client-errors.js';
-import { conditionalRequests } from './http/conditional-requests.js';
-import { DRAIN_GRACE_MS, GuardedServer } from './http/connections.js';
-import { consolePage } from './http/console.js';
-import { contentCodings } from './http/content-coding.js';
-import { corsPolicy } from './http/cors.js';
-import { docs } from './http/docs.js';
-import { draining } from './http/draining.js';
-import { errorHandling, sendError, toApiError } from './http/errors.js';
-import { EventStreams } from './http/event-stream.js';
-import { expectations } from './http/expect.js';
-import { jsonBody } from './http/json-body.js';
-import { Links } from './http/links.js';
-import { metricsEndpoint, ServiceMetrics } from './http/metrics.js';
-import { openApi } from './http/openapi.js';
-import { shedLoad } from './http/overload.js';
-import { rateLimit } from './http/rate-limit.js';
-import { readFromReplica, readScope } from './http/read-scope.js';
-import { requestHead } from './http/request-head.js';
-import { requestIdFor } from './http/request-id.js';
-import { RequestLog } from './http/request-log.js';
-import { RequestLogger } from './http/request-logger.js';
+import { answerClientError, answerConnect } from './http/connection/client-errors.js';
+import { GuardedServer } from './http/connection/connections.js';
+import { draining } from './http/connection/draining.js';
+import { consolePage } from './http/documents/console.js';
+import { docs } from './http/documents/docs.js';
+import { openApi } from './http/documents/openapi.js';
+import { metricsEndpoint, ServiceMetrics } from './http/observability/metrics.js';
+import { requestIdFor } from './http/observability/request-id.js';
+import { RequestLog } from './http/observability/request-log.js';
+import { RequestLogger } from './http/observability/request-logger.js';
+import { StorageOutage } from './http/observability/storage-outage.js';
+import { authentication } from './http/request/auth.js';
+import { AuthFailureLimiter } from './http/request/auth-failures.js';
+import { conditionalRequests } from './http/request/conditional-requests.js';
+import { contentCodings } from './http/request/content-coding.js';
+import { corsPolicy } from './http/request/cors.js';
+import { errorHandling, sendError, toApiError } from './http/request/errors.js';
+import { expectations } from './http/request/expect.js';
+import { jsonBody } from './http/request/json-body.js';
+import { shedLoad } from './http/request/overload.js';
+import { rateLimit } from './http/request/rate-limit.js';
+import { readFromReplica, readScope } from './http/request/read-scope.js';
+import { requestHead } from './http/request/request-head.js';
+import { routeFallbacks } from './http/request/routing.js';
+import { scopes } from './http/request/scopes.js';
+import { buildSharedSerializers } from './http/request/serialization.js';
+import { createValidatorCompiler, describeValidationErrors } from './http/request/validation.js';
+import { EventStreams } from './http/routes/event-stream.js';
 import { eventRoutes } from './http/routes/events.js';
 import { healthRoutes } from './http/routes/health.js';
+import { Links } from './http/routes/links.js';
 import { orderRoutes } from './http/routes/orders.js';
 import { petRoutes } from './http/routes/pets.js';
+import { streamSlots } from './http/routes/stream-slots.js';
 import { webhookRoutes } from './http/routes/webhooks.js';
-import { routeFallbacks } from './http/routing.js';
 import { ErrorBody } from './http/schemas/error.js';
 import { EVENT_SCHEMAS } from './http/schemas/event.js';
 import { ORDER_SCHEMAS } from './http/schemas/order.js';
 import { PET_SCHEMAS } from './http/schemas/pet.js';
 import { WEBHOOK_SCHEMAS } from './http/schemas/webhook.js';
-import { scopes } from './http/scopes.js';
-import { buildSharedSerializers } from './http/serialization.js';
-import { StorageOutage } from './http/storage-outage.js';
-import { streamSlots } from './http/stream-slots.js';
-import { createValidatorCompiler, describeValidationErrors } from './http/validation.js';
 import { directInfoLines, loggerOptions } from './logging.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
 import { redisWanted, type SharedRedis } from './redis.js';
 import { replicaReads } from './storage/replica-reads.js';
 import type { Tracing } from './tracing/tracing.js';
-import type { DelivererMetrics } from './webhooks/attempt.js';
-import { DeliveryThread } from './webhooks/delivery-thread.js';
-import { newDeliverer } from './webhooks/new-deliverer.js';
 
 export interface AppOptions {
   config: Config;
@@ -272,66 +276,6 @@ export async function buildApp({
   return app;
 }
 
-/** What deliveries count, into this process's /metrics. */
-const deliveryMetrics = (metrics: ServiceMetrics): DelivererMetrics => ({
-  attempted: (outcome, seconds) => {
-    metrics.webhookDeliveries.inc({ outcome });
-    metrics.webhookAttemptDuration.observe(seconds);
-  },
-  disabled: (reason) => metrics.webhookEndpointsDisabled.inc({ reason }),
-  delivered: (lagSeconds) => metrics.webhookDeliveryLag.observe(lagSeconds),
-});
-
-/**
- * A node in the `all` or `deliver` role delivers webhooks, off the request path. On close it takes no new attempt and lets those
- * under way finish within the drain's grace, giving back the leases of any still running.
- */
-function deliverInBackground(
-  app: FastifyInstance,
-  config: Config,
-  storage: Storage,
-  metrics: ServiceMetrics,
-  now: () => Date,
-  tracing: Tracing | undefined,
-): void {
-  const deliverer = newDeliverer(config, storage.deliveries, {
-    now,
-    log: app.log,
-    metrics: deliveryMetrics(metrics),
-    tracer: tracing?.deliveries,
-  });
-  app.addHook('onReady', async () => deliverer.start());
-  app.addHook('onClose', () => deliverer.stop(DRAIN_GRACE_MS));
-}
-
-/** As deliverInBackground, on a thread of its own (delivery-thread.ts): started with the node, stopped with it. */
-function deliverOnThread(app: FastifyInstance, config: Config, metrics: ServiceMetrics): void {
-  const thread = new DeliveryThread({ variables: config.variables }, deliveryMetrics(metrics), app.log);
-  app.addHook('onReady', () => thread.start());
-  app.addHook('onClose', () => thread.stop(DRAIN_GRACE_MS));
-}
-
-/** Events older than EVENT_RETENTION_DAYS go, a bounded batch per transaction so no delete holds a lock for long. */
-const EVENT_DELETE_BATCH = 1_000;
-
-/** At start, then hourly: a node that starts after a long stop catches up at once. */
-function deleteOldEvents(app: FastifyInstance, storage: Storage, days: number, now: () => Date): void {
-  const run = async () => {
-    const before = new Date(now().getTime() - days * 86_400_000);
-    while ((await storage.events.deleteOlderThan(before, EVENT_DELETE_BATCH)) === EVENT_DELETE_BATCH) {
-      // Let requests through between batches.
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-  };
-  const runLogged = () => {
-    run().catch((error: unknown) => app.log.warn({ err: error }, 'deleting old events failed'));
-  };
-  const timer = setInterval(runLogged, PRUNE_INTERVAL_MS);
-  timer.unref();
-  app.addHook('onReady', async () => runLogged());
-  app.addHook('onClose', async () => clearInterval(timer));
-}
-
 /** Where rate-limit buckets live (Redis when REDIS_URL is set), or undefined when limiting is off. */
 async function openTokenBuckets(
   config: Config,
@@ -351,34 +295,6 @@ async function openTokenBuckets(
   }
   app.addHook('onClose', () => buckets.close());
   return buckets;
-}
-
-// Expired keys are already ignored; deleting them only keeps the table small. Hourly is plenty.
-const PRUNE_INTERVAL_MS = 60 * 60 * 1000;
-
-function pruneExpiredIdempotencyKeys(app: FastifyInstance, prune: () => Promise<number>): void {
-  const timer = setInterval(() => {
-    prune().catch((error: unknown) => app.log.warn({ err: error }, 'pruning idempotency keys failed'));
-  }, PRUNE_INTERVAL_MS);
-  timer.unref();
-  app.addHook('onClose', async () => clearInterval(timer));
-}
-
-/**
- * Writes keys' last use every LAST_USE_FLUSH_MS, off the request path, and once more on close (before
- * the storage is closed: server.ts closes the app first), so a clean stop loses none.
- */
-function recordLastUseInBackground(app: FastifyInstance, lastUse: ApiKeyLastUse): void {
-  const flush = () =>
-    lastUse
-      .flush()
-      .catch((error: unknown) => app.log.warn({ err: error }, 'recording the last use of keys failed'));
-  const timer = setInterval(flush, LAST_USE_FLUSH_MS);
-  timer.unref();
-  app.addHook('onClose', async () => {
-    clearInterval(timer);
-    await flush();
-  });
 }
 
 // Longer than common load balancers' idle timeout (60 s), so they, not we, close idle connections.

@@ -6,7 +6,7 @@ import {
   type MetricValue,
   Registry,
 } from 'prom-client';
-import { METRICS_COLLECT, METRICS_COLLECTED } from './http/metrics.js';
+import { METRICS_COLLECT, METRICS_COLLECTED } from './http/observability/metrics.js';
 
 type Metrics = MetricObjectWithValues<MetricValue<string>>[];
 

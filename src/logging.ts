@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import type { FastifyServerOptions } from 'fastify';
 import { type DestinationStream, type Logger, pino } from 'pino';
 import type { Config } from './config/config.js';
-import type { DirectInfoLines } from './http/request-log.js';
+import type { DirectInfoLines } from './http/observability/request-log.js';
 
 /**
  * The one logger configuration of every process: a single server, each worker of `serve --workers`

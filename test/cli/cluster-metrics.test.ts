@@ -4,7 +4,7 @@ import { EventEmitter } from 'node:events';
 import { test } from 'node:test';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { ClusterMetrics } from '../../src/cluster-metrics.js';
-import { METRICS_COLLECTED } from '../../src/http/metrics.js';
+import { METRICS_COLLECTED } from '../../src/http/observability/metrics.js';
 
 /**
  * The primary's aggregate of its workers' metrics, in process: each worker a stand-in that sends its

@@ -5,7 +5,7 @@ import { createRequire } from 'node:module';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { newApiKey } from '../../src/domain/api-keys.js';
-import { CONSOLE_CSP } from '../../src/http/console.js';
+import { CONSOLE_CSP } from '../../src/http/documents/console.js';
 import { sqlite } from '../support/backends.js';
 import { launchBrowser } from '../support/browser.js';
 import { until } from '../support/eventually.js';

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import Fastify, { type FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { CACHE_CONTROL, conditionalRequests } from '../../src/http/conditional-requests.js';
-import { digestOf } from '../../src/http/entity-tags.js';
+import { CACHE_CONTROL, conditionalRequests } from '../../src/http/request/conditional-requests.js';
+import { digestOf } from '../../src/http/request/entity-tags.js';
 
 /**
  * The conditional-requests plugin on its own, in process (inject): a small app with the plugin and

@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { describe, test } from 'node:test';
-import { DRAIN_GRACE_MS, GuardedServer, MAX_PIPELINED, MAX_WAITING } from '../../src/http/connections.js';
+import {
+  DRAIN_GRACE_MS,
+  GuardedServer,
+  MAX_PIPELINED,
+  MAX_WAITING,
+} from '../../src/http/connection/connections.js';
 
 /**
  * The service's HTTP server with a handler that holds every request until told to answer, so what is

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
-import { EXACT_JSON_SCRIPT } from '../../src/http/docs-exact-json.js';
+import { EXACT_JSON_SCRIPT } from '../../src/http/documents/docs-exact-json.js';
 
 /** The docs page's script, run as the page runs it, in a context of its own with a `window`. */
 function pageScript(): { indentExactly: (text: string) => string } {

@@ -6,7 +6,7 @@ import {
   LINGER_MAX_BYTES,
   LINGER_NODE_BURST_BYTES,
   LINGER_NODE_BYTES_PER_SECOND,
-} from '../../src/http/lingering-close.js';
+} from '../../src/http/connection/lingering-close.js';
 import { type RunningServer, startServer } from '../../src/server.js';
 import { after, backends, before, type TestDatabase, test } from '../support/backends.js';
 import { assertErrorAnswer } from '../support/error-body.js';

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { DRAIN_GRACE_MS } from '../../src/http/connections.js';
+import { DRAIN_GRACE_MS } from '../../src/http/connection/connections.js';
 import { after, before, postgres, sqlite, test } from '../support/backends.js';
 import { killAllCliProcesses, startServe, tempDatabase, workerPids } from '../support/cli.js';
 import { queryDatabase } from '../support/db-inspect.js';

@@ -17,15 +17,15 @@ import {
   requestHashOf,
 } from '../../src/domain/idempotency.js';
 import type { Storage } from '../../src/domain/storage.js';
-import { ApiError, RETRY_AFTER_SECONDS, toApiError, unavailable } from '../../src/http/errors.js';
-import { IdempotencyKeyHeaders, idempotencyKeyOf } from '../../src/http/idempotency.js';
-import { Links, linkHeader } from '../../src/http/links.js';
+import { ApiError, RETRY_AFTER_SECONDS, toApiError, unavailable } from '../../src/http/request/errors.js';
 import {
   createValidatorCompiler,
   describeValidationErrors,
   PATTERN_MESSAGE,
   withExactIntegers,
-} from '../../src/http/validation.js';
+} from '../../src/http/request/validation.js';
+import { IdempotencyKeyHeaders, idempotencyKeyOf } from '../../src/http/routes/idempotency.js';
+import { Links, linkHeader } from '../../src/http/routes/links.js';
 import { openStorage } from '../../src/storage/open-storage.js';
 
 // The HTTP helpers that need no server: unit tests, fast enough to run once per mutant.

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ApiError } from '../../src/http/errors.js';
-import { parseJsonBody, parseJsonNumber } from '../../src/http/json-body.js';
+import { ApiError } from '../../src/http/request/errors.js';
+import { parseJsonBody, parseJsonNumber } from '../../src/http/request/json-body.js';
 
 const body = (text: string) => Buffer.from(text, 'utf8');
 

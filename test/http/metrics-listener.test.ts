@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { listenForMetrics, type MetricsListener } from '../../src/http/metrics-listener.js';
+import { listenForMetrics, type MetricsListener } from '../../src/http/observability/metrics-listener.js';
 
 /** Short limits, so the listener's own timeouts (not the test's patience) end the connections. */
 const TIMEOUTS = { headersTimeoutMs: 300, requestTimeoutMs: 600 };

@@ -4,7 +4,12 @@ import { after, before, describe, test } from 'node:test';
 import pino from 'pino';
 import { loadConfig } from '../../src/config/config.js';
 import { newApiKey } from '../../src/domain/api-keys.js';
-import { infoLineText, levelOf, loggableUrl, type RequestLine } from '../../src/http/request-log.js';
+import {
+  infoLineText,
+  levelOf,
+  loggableUrl,
+  type RequestLine,
+} from '../../src/http/observability/request-log.js';
 import { directInfoLines } from '../../src/logging.js';
 import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 import { jsonLines, startServe } from '../../support/service-process.js';

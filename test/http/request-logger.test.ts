@@ -3,7 +3,7 @@ import { Writable } from 'node:stream';
 import { test } from 'node:test';
 import type { FastifyBaseLogger } from 'fastify';
 import { pino } from 'pino';
-import { RequestLogger } from '../../src/http/request-logger.js';
+import { RequestLogger } from '../../src/http/observability/request-logger.js';
 
 /** A pino logger writing into an array, with a fixed time, and the bindings of every child it made. */
 function capture(level = 'info') {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { AggregatorRegistry, Counter, Histogram, Registry } from 'prom-client';
-import { DURATION_BUCKETS, RequestMetrics } from '../../src/http/request-metrics.js';
+import { DURATION_BUCKETS, RequestMetrics } from '../../src/http/observability/request-metrics.js';
 
 /** The same answers, recorded by RequestMetrics and by prom-client's own labelled counter and histogram. */
 function both(answers: [string, string, number, number][]) {

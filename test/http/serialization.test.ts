@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { serializationKey } from '../../src/http/serialization.js';
+import { serializationKey } from '../../src/http/request/serialization.js';
 
 const error = (description: string, example: string) => ({
   $ref: 'Error#',

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { StorageOutage } from '../../src/http/storage-outage.js';
+import { StorageOutage } from '../../src/http/observability/storage-outage.js';
 import { captureLog } from '../support/log-capture.js';
 
 function outageWithLog() {

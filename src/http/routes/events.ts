@@ -6,9 +6,7 @@ import type { EventFeed } from '../../domain/event-feed.js';
 import { type EventType, eventJson } from '../../domain/events.js';
 import { DEFAULT_PAGE_SIZE } from '../../domain/paging.js';
 import { INT64_MAX } from '../../domain/pet.js';
-import { ApiError } from '../errors.js';
-import type { EventStreams } from '../event-stream.js';
-import { type Links, linkHeader } from '../links.js';
+import { ApiError } from '../request/errors.js';
 import { ref } from '../schemas/common.js';
 import {
   Event,
@@ -19,6 +17,8 @@ import {
   ListEventsQuery,
 } from '../schemas/event.js';
 import { errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
+import type { EventStreams } from './event-stream.js';
+import { type Links, linkHeader } from './links.js';
 import { repeatable, sendJson } from './route-helpers.js';
 
 export interface EventRoutesOptions {

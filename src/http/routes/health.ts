@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import type { Storage } from '../../domain/storage.js';
-import { unavailable } from '../errors.js';
+import { unavailable } from '../request/errors.js';
 import { errorResponse, response } from '../schemas/responses.js';
 
 /** A probe that waits longer than a load balancer's own probe timeout (often 1 to 2 s) says nothing. */

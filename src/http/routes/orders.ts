@@ -3,17 +3,17 @@ import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import { DEFAULT_PAGE_SIZE, idSet } from '../../domain/paging.js';
 import type { StoreOrders } from '../../domain/store-orders.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../request/errors.js';
+import { ref } from '../schemas/common.js';
+import { ListOrdersQuery, NewOrder, Order, OrderIdParams, Orders } from '../schemas/order.js';
+import { BODY_ERRORS, errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
 import {
   IdempotentCreateHeaders,
   idempotentCreateResponses,
   requestIdempotencyKey,
   sendCreated,
-} from '../idempotent-create.js';
-import { type Links, linkHeader } from '../links.js';
-import { ref } from '../schemas/common.js';
-import { ListOrdersQuery, NewOrder, Order, OrderIdParams, Orders } from '../schemas/order.js';
-import { BODY_ERRORS, errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
+} from './idempotent-create.js';
+import { type Links, linkHeader } from './links.js';
 import { API_ROUTES_AFTER, noBody, repeatable } from './route-helpers.js';
 
 export interface OrderRoutesOptions {

@@ -4,17 +4,17 @@ import { Type } from 'typebox';
 import { GET_PET_DEPRECATED_AT, GET_PET_SUNSET, isRetired } from '../../domain/deprecation.js';
 import { DEFAULT_PAGE_SIZE, idSet } from '../../domain/paging.js';
 import type { PetCatalog } from '../../domain/pet-catalog.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../request/errors.js';
+import { ref } from '../schemas/common.js';
+import { ListPetsQuery, NewPet, Pet, PetIdParams, Pets } from '../schemas/pet.js';
+import { BODY_ERRORS, errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
 import {
   IdempotentCreateHeaders,
   idempotentCreateResponses,
   requestIdempotencyKey,
   sendCreated,
-} from '../idempotent-create.js';
-import { type Links, linkHeader } from '../links.js';
-import { ref } from '../schemas/common.js';
-import { ListPetsQuery, NewPet, Pet, PetIdParams, Pets } from '../schemas/pet.js';
-import { BODY_ERRORS, errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
+} from './idempotent-create.js';
+import { type Links, linkHeader } from './links.js';
 import { API_ROUTES_AFTER, repeatable, sendJson, sendWhenReady } from './route-helpers.js';
 
 export interface PetRoutesOptions {

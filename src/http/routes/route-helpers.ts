@@ -1,6 +1,6 @@
 import type { FastifyReply, preValidationHookHandler } from 'fastify';
 import { type Awaitable, andThen } from '../../domain/awaitable.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../request/errors.js';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 

@@ -10,11 +10,9 @@ import {
   type WebhookAttempt,
   type WebhookDelivery,
 } from '../../domain/webhooks.js';
-import { ContentEncodingHeader } from '../content-coding.js';
-import { ApiError } from '../errors.js';
-import { IdempotentCreateHeaders, requestIdempotencyKey } from '../idempotent-create.js';
-import { MERGE_PATCH } from '../json-body.js';
-import { type Links, linkHeader } from '../links.js';
+import { ContentEncodingHeader } from '../request/content-coding.js';
+import { ApiError } from '../request/errors.js';
+import { MERGE_PATCH } from '../request/json-body.js';
 import { ref } from '../schemas/common.js';
 import { BODY_ERRORS, errorResponse, invalid, otherErrors, response } from '../schemas/responses.js';
 import {
@@ -34,6 +32,8 @@ import {
   WebhookEndpoints as WebhookEndpointsSchema,
   WebhookEndpointWithSecret,
 } from '../schemas/webhook.js';
+import { IdempotentCreateHeaders, requestIdempotencyKey } from './idempotent-create.js';
+import { type Links, linkHeader } from './links.js';
 import { API_ROUTES_AFTER, noBody } from './route-helpers.js';
 
 export interface WebhookRoutesOptions {

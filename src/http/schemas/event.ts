@@ -1,6 +1,6 @@
 import { type Static, Type } from 'typebox';
 import { EVENT_TYPES, type EventType as EventTypeValue } from '../../domain/events.js';
-import { ANY_OF_MESSAGE } from '../validation.js';
+import { ANY_OF_MESSAGE } from '../request/validation.js';
 import { Int64, Limit, ref } from './common.js';
 
 // Examples, as the OpenAPI document and the docs page show them; a test checks each against its schema.

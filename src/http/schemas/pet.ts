@@ -1,6 +1,6 @@
 import { type Static, Type } from 'typebox';
 import { PET_STATUSES, type Pet as PetModel, type PetStatus as PetStatusValue } from '../../domain/pet.js';
-import { PATTERN_MESSAGE } from '../validation.js';
+import { PATTERN_MESSAGE } from '../request/validation.js';
 import { Cursor, Int64, Limit, ref, SelectedIds } from './common.js';
 
 /**

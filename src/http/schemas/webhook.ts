@@ -6,7 +6,7 @@ import {
   MAX_URL_LENGTH,
   WEBHOOK_DELIVERY_STATUSES,
 } from '../../domain/webhooks.js';
-import { ANY_OF_MESSAGE, PATTERN_MESSAGE } from '../validation.js';
+import { ANY_OF_MESSAGE, PATTERN_MESSAGE } from '../request/validation.js';
 import { Cursor, Int64, Limit, ref } from './common.js';
 
 const ENDPOINT_EXAMPLE = {

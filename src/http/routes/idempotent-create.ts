@@ -3,10 +3,10 @@
 // and the 201 sent.
 import type { FastifyReply } from 'fastify';
 import { type TSchema, Type } from 'typebox';
-import { IdempotencyKeyReusedError } from '../domain/errors.js';
-import { ContentEncodingHeader } from './content-coding.js';
+import { IdempotencyKeyReusedError } from '../../domain/errors.js';
+import { ContentEncodingHeader } from '../request/content-coding.js';
+import { errorResponse, response } from '../schemas/responses.js';
 import { IdempotencyKeyHeaders, idempotencyKeyOf } from './idempotency.js';
-import { errorResponse, response } from './schemas/responses.js';
 
 /** The request headers of an idempotent create: the Idempotency-Key, and the body's Content-Encoding. */
 export const IdempotentCreateHeaders = Type.Object(

@@ -1,11 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
-import type { ApiKeyScope, ApiKeyVerifier, Caller } from '../domain/api-keys.js';
+import type { ApiKeyScope, ApiKeyVerifier, Caller } from '../../domain/api-keys.js';
+import { documentOnEveryRoute, errorResponse } from '../schemas/responses.js';
 import type { AuthFailureLimiter } from './auth-failures.js';
 import { ApiError } from './errors.js';
 import { isRepeated } from './request-head.js';
-import { documentOnEveryRoute, errorResponse } from './schemas/responses.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

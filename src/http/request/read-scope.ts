@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { runInReadScope } from '../storage/postgres/read-scope.js';
+import { runInReadScope } from '../../storage/postgres/read-scope.js';
 
 /**
  * Opens the caller's read scope (src/storage/postgres/read-scope.ts) around each /v1 handler: its key, for

@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
-import { type TokenBucketPolicy, type TokenBuckets, windowSeconds } from '../domain/token-bucket.js';
+import { type TokenBucketPolicy, type TokenBuckets, windowSeconds } from '../../domain/token-bucket.js';
+import type { ServiceMetrics } from '../observability/metrics.js';
+import { documentOnEveryRoute, errorResponse, RetryAfterHeader } from '../schemas/responses.js';
 import { ApiError } from './errors.js';
-import type { ServiceMetrics } from './metrics.js';
-import { documentOnEveryRoute, errorResponse, RetryAfterHeader } from './schemas/responses.js';
 
 export interface RateLimitOptions {
   /** Where the buckets live; undefined when limiting is off (RATE_LIMIT_PER_SECOND=0). */

@@ -3,9 +3,9 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { OpenAPIV3_1 } from 'openapi-types';
 import { Type } from 'typebox';
-import { EVENT_TYPES } from '../domain/events.js';
+import { EVENT_TYPES } from '../../domain/events.js';
+import { response } from '../schemas/responses.js';
 import { FIXED_ANSWER_HEADERS, FixedAnswer, NotModified } from './fixed-answer.js';
-import { response } from './schemas/responses.js';
 
 export interface OpenApiOptions {
   publicBaseUrl: string | undefined;

@@ -1,6 +1,6 @@
 import { Ajv, type ErrorObject, type SchemaObject, type SchemaValidateFunction } from 'ajv';
 import type { FastifySchemaCompiler } from 'fastify';
-import { INT64_MAX, INT64_MIN } from '../domain/pet.js';
+import { INT64_MAX, INT64_MIN } from '../../domain/pet.js';
 
 /**
  * Request validation. Ajv, configured for the contract rather than Fastify's defaults:

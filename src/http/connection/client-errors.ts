@@ -1,6 +1,6 @@
 import { type IncomingMessage, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
-import { ApiError } from './errors.js';
+import { ApiError } from '../request/errors.js';
 import { closeLingering } from './lingering-close.js';
 
 // Node gives a request that ran out of time (its headers or its whole request) this code.

@@ -3,8 +3,8 @@ import { buffer } from 'node:stream/consumers';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance, onRequestHookHandler, onSendHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
+import { ApiError } from '../request/errors.js';
 import { EXACT_JSON_SCRIPT } from './docs-exact-json.js';
-import { ApiError } from './errors.js';
 import { FixedAnswer } from './fixed-answer.js';
 
 /** How many addresses under /docs keep a compressed answer. */

@@ -1,5 +1,5 @@
-import type { OrderStatus } from '../domain/order.js';
-import type { PetStatus } from '../domain/pet.js';
+import type { OrderStatus } from '../../domain/order.js';
+import type { PetStatus } from '../../domain/pet.js';
 
 /**
  * Every link the service emits (Location, Link next, the deprecation link). docs/api.md: absolute

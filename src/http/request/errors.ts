@@ -6,10 +6,10 @@ import {
   InvalidCursorError,
   StorageUnavailableError,
   UnknownReferenceError,
-} from '../domain/errors.js';
-import { InvalidEndpointError } from '../domain/webhooks.js';
-import { setCommonHeaders } from './request-id.js';
-import { ERROR_STATUS, type ErrorBody, type ErrorCode } from './schemas/error.js';
+} from '../../domain/errors.js';
+import { InvalidEndpointError } from '../../domain/webhooks.js';
+import { setCommonHeaders } from '../observability/request-id.js';
+import { ERROR_STATUS, type ErrorBody, type ErrorCode } from '../schemas/error.js';
 
 /** An error meant for the client: its code, message and status are sent as they are. */
 export class ApiError extends Error {

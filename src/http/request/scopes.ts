@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
-import type { ApiKeyScope } from '../domain/api-keys.js';
+import type { ApiKeyScope } from '../../domain/api-keys.js';
+import { errorResponse } from '../schemas/responses.js';
 import { ApiError } from './errors.js';
-import { errorResponse } from './schemas/responses.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {

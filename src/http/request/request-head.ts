@@ -1,9 +1,9 @@
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import { setCommonHeaders } from '../observability/request-id.js';
 import { ApiError } from './errors.js';
 import { unmetExpectation } from './expect.js';
-import { setCommonHeaders } from './request-id.js';
 
 /**
  * Node keeps only the first of repeated Authorization and Content-Type headers, so a request with two

@@ -4,7 +4,7 @@ import {
   isFullAgain,
   type TokenBucketPolicy,
   takeToken,
-} from '../domain/token-bucket.js';
+} from '../../domain/token-bucket.js';
 
 /** Beyond this many addresses tracked at once the memory starts over: bounded whatever callers send. */
 const ADDRESS_LIMIT = 100_000;

@@ -3,8 +3,11 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { FixedAnswer } from './fixed-answer.js';
 
-/** Where `npm run build` writes the console (scripts/build-console.js), from dist/http/ or src/http/. */
-const BUILT = new URL('../../dist/console/', import.meta.url);
+/**
+ * Where `npm run build` writes the console (scripts/build-console.js), from dist/http/documents/ or
+ * src/http/documents/ alike.
+ */
+const BUILT = new URL('../../../dist/console/', import.meta.url);
 
 /**
  * The console's own policy: its script, its style sheet and requests to this origin, nothing inline,

@@ -2,7 +2,7 @@ import { brotliCompressSync, constants, gzipSync } from 'node:zlib';
 import negotiate from '@fastify/accept-negotiator';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import { digestOf, matchingTag } from './entity-tags.js';
+import { digestOf, matchingTag } from '../request/entity-tags.js';
 
 /** The codings a fixed answer is kept in, best first. */
 const CODINGS = ['br', 'gzip', 'identity'] as const;

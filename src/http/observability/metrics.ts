@@ -3,16 +3,16 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { Type } from 'typebox';
-import { StorageUnavailableError } from '../domain/errors.js';
-import type { Storage } from '../domain/storage.js';
-import type { PendingDeliveries } from '../domain/webhooks.js';
-import { type StorageBoundaryJobs, storageBoundary } from '../storage/boundary.js';
-import { type ReplicaReads, replicaReads } from '../storage/replica-reads.js';
-import { NODE_VERSION, VERSION } from '../version.js';
-import type { GuardedServer } from './connections.js';
-import { EVENT_STREAM_TYPE } from './event-stream.js';
+import { StorageUnavailableError } from '../../domain/errors.js';
+import type { Storage } from '../../domain/storage.js';
+import type { PendingDeliveries } from '../../domain/webhooks.js';
+import { type StorageBoundaryJobs, storageBoundary } from '../../storage/boundary.js';
+import { type ReplicaReads, replicaReads } from '../../storage/replica-reads.js';
+import { NODE_VERSION, VERSION } from '../../version.js';
+import type { GuardedServer } from '../connection/connections.js';
+import { EVENT_STREAM_TYPE } from '../routes/event-stream.js';
+import { response } from '../schemas/responses.js';
 import { RequestMetrics } from './request-metrics.js';
-import { response } from './schemas/responses.js';
 import type { StorageOutage } from './storage-outage.js';
 
 /** One database query answers both webhook gauges of a scrape. */

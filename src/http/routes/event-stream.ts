@@ -1,13 +1,13 @@
 import type { ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { ApiKeyVerifier } from '../domain/api-keys.js';
-import { eventJson, type StoredEvent } from '../domain/events.js';
-import type { EventSink, FollowQuery, LiveEvents } from '../domain/live-events.js';
-import type { TokenBucketPolicy, TokenBuckets } from '../domain/token-bucket.js';
-import { currentReadScope, runInReadScope } from '../storage/postgres/read-scope.js';
-import { DRAIN_GRACE_MS, type GuardedServer } from './connections.js';
-import { ApiError, unavailable } from './errors.js';
+import type { ApiKeyVerifier } from '../../domain/api-keys.js';
+import { eventJson, type StoredEvent } from '../../domain/events.js';
+import type { EventSink, FollowQuery, LiveEvents } from '../../domain/live-events.js';
+import type { TokenBucketPolicy, TokenBuckets } from '../../domain/token-bucket.js';
+import { currentReadScope, runInReadScope } from '../../storage/postgres/read-scope.js';
+import { DRAIN_GRACE_MS, type GuardedServer } from '../connection/connections.js';
+import { ApiError, unavailable } from '../request/errors.js';
 import { LocalStreamSlots, type StreamSlots } from './stream-slots.js';
 
 /** What an EventSource client waits before reconnecting after the stream broke (the first message). */

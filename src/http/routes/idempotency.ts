@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import { PATTERN_MESSAGE } from './validation.js';
+import { PATTERN_MESSAGE } from '../request/validation.js';
 
 /**
  * The Idempotency-Key request header (draft-ietf-httpapi-idempotency-key-header). The draft makes it a

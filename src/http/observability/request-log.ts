@@ -1,6 +1,6 @@
 import { type FastifyBaseLogger, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import { ERROR_CODE_BY_STATUS } from '../schemas/error.js';
 import { RequestLogger } from './request-logger.js';
-import { ERROR_CODE_BY_STATUS } from './schemas/error.js';
 
 const REDACTED = '[redacted]';
 /**

@@ -2,9 +2,9 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import type { Config } from '../config/config.js';
+import type { Config } from '../../config/config.js';
+import { documentOnEveryRoute, errorResponse, RetryAfterHeader } from '../schemas/responses.js';
 import { ApiError, RETRY_AFTER_SECONDS } from './errors.js';
-import { documentOnEveryRoute, errorResponse, RetryAfterHeader } from './schemas/responses.js';
 
 /** The load shedder's refusal; as an ApiError it leaves through the one error path with our body. */
 class OverloadedError extends ApiError {
