@@ -60,7 +60,7 @@ import { EVENT_SCHEMAS } from './http/schemas/event.js';
 import { ORDER_SCHEMAS } from './http/schemas/order.js';
 import { PET_SCHEMAS } from './http/schemas/pet.js';
 import { WEBHOOK_SCHEMAS } from './http/schemas/webhook.js';
-import { directInfoLines, loggerOptions } from './logging.js';
+import { loggerOptions } from './logging.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
 import { redisWanted, type SharedRedis } from './redis.js';
 import { replicaReads } from './storage/replica-reads.js';
@@ -129,7 +129,7 @@ export async function buildApp({
     bodyLimit: config.bodyLimit,
     serverFactory: httpServer(config),
     return503OnClosing: false, // see installDraining
-    logController: new RequestLog(config.logRequests, ownLogger && directInfoLines(config, ownLogger)),
+    logController: new RequestLog(config.logRequests),
     // Each request's logger is made on first use: the request line alone needs none (request-logger.ts).
     childLoggerFactory: (logger, bindings, options) => new RequestLogger(logger, bindings, options),
     requestIdHeader: false, // taken by genReqId only once validated

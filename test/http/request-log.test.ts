@@ -4,13 +4,8 @@ import { after, before, describe, test } from 'node:test';
 import pino from 'pino';
 import { loadConfig } from '../../src/config/config.js';
 import { newApiKey } from '../../src/domain/api-keys.js';
-import {
-  infoLineText,
-  levelOf,
-  loggableUrl,
-  type RequestLine,
-} from '../../src/http/observability/request-log.js';
-import { directInfoLines } from '../../src/logging.js';
+import { levelOf, loggableUrl } from '../../src/http/observability/request-log.js';
+import { isRequestInfoLine, loggerOptions } from '../../src/logging.js';
 import { BetterSqlite3 } from '../../src/storage/sqlite/driver.js';
 import { jsonLines, startServe } from '../../support/service-process.js';
 import { backends, sqlite } from '../support/backends.js';
@@ -111,7 +106,7 @@ describe('the request log of a running process (its own stdout)', () => {
       // Light traffic, far from filling the buffer: the lines still come out, without a shutdown.
       for (let i = 0; i < 5; i++) await get(`/v1/pets?limit=${i + 1}`);
       await serve.waitFor('the 5 request lines', () => (requestLines().length >= 5 ? true : undefined));
-      // Written as text by the request log (the service's own logger), with every field pino would write.
+      // Written by pino through the service's own logger, with every field.
       const first = requestLines().find((line) => line.url === '/v1/pets?limit=1');
       assert.ok(first, 'the first request has its line');
       const { time, pid, requestId, ms, ...fields } = first;
@@ -400,71 +395,27 @@ test("when a logged URL spells a parameter's name with percent-escapes or a +, t
   assert.equal(loggableUrl('/v1/pets?%E0%A4%A=x&limit=2', defined), '/v1/pets?%E0%A4%A=[redacted]&limit=2');
 });
 
-describe('request lines written as text (the service’s own JSON logger)', () => {
-  const TIME = 1795943000044;
-  const line = (fields: Partial<RequestLine>): RequestLine => ({
-    requestId: '0be28998-8f7a-4a79-afbb-b0ad1e1c7c28',
-    method: 'GET',
-    url: '/v1/pets?limit=20',
-    statusCode: 200,
-    ms: 0.11,
-    clientAddress: '127.0.0.1',
-    apiKeyId: 'env:1',
-    code: undefined,
-    traceId: undefined,
-    ...fields,
-  });
-  const LINES: RequestLine[] = [
-    line({}),
-    line({ statusCode: 404, code: 'not_found', apiKeyId: undefined, ms: 3 }),
-    line({ traceId: 'fa8075ae979d16b6fe21b3269e464def', clientAddress: '::ffff:10.0.0.1', ms: 1234.5 }),
-    // Strings that need escaping: quotes, a backslash, a control character, non-ASCII.
-    line({ requestId: 'id "quoted" \\ back', url: '/v1/pets/%22?x=[redacted]\u0001é☃🐈', method: 'DELETE' }),
-    // A socket already gone has no address; a time that is not a number.
-    line({ clientAddress: undefined as unknown as string, ms: Number.NaN }),
-  ];
-
-  test('when an info line is written as text, then its bytes are those pino writes for it, with and without each optional field', () => {
+describe('request lines batched by the JSON logger’s destination', () => {
+  test('when pino, built as the service builds it, writes a request’s info line, then the destination holds it for a batch; a warn, an error or another info line it writes at once', async () => {
+    const { stream: _stdout, ...options } = await loggerOptions(loadConfig({}));
     const written: string[] = [];
-    const base = { pid: 4242, hostname: 'host "one"' };
-    const logger = pino(
-      { base, timestamp: () => `,"time":${TIME}` },
-      { write: (text: string) => written.push(text) },
+    const logger = pino(options as pino.LoggerOptions, { write: (text: string) => written.push(text) });
+    const line = {
+      method: 'GET',
+      url: '/v1/pets?limit=20',
+      statusCode: 200,
+      ms: 0.11,
+      clientAddress: '127.0.0.1',
+    };
+    logger.child({ requestId: 'id "quoted" é' }).info(line, 'request');
+    logger.warn({ ...line, statusCode: 429, code: 'rate_limited' }, 'request');
+    logger.error({ ...line, statusCode: 500, code: 'internal_error' }, 'request errored');
+    logger.info({ port: 3000 }, 'listening');
+    logger.info({ note: '"msg":"request"' }, 'request started');
+    assert.equal(written.length, 5);
+    assert.deepEqual(
+      written.map((text) => isRequestInfoLine(text)),
+      [true, false, false, false, false],
     );
-    const text = directInfoLines(loadConfig({}), {
-      stream: { write: () => undefined, hold: () => undefined },
-    } as unknown as Parameters<typeof directInfoLines>[1]);
-    assert.ok(text, 'the default JSON logger at info writes lines as text');
-    for (const each of LINES) {
-      logger.info(each, 'request');
-      const viaPino = written.pop();
-      assert.equal(
-        infoLineText(each, TIME, `,"pid":4242,"hostname":${JSON.stringify(base.hostname)}`),
-        viaPino,
-      );
-      // Through the child a request's own logger makes (its id bound), the same bytes.
-      const { requestId, ...rest } = each;
-      logger.child({ requestId }).info(rest, 'request');
-      assert.equal(
-        infoLineText(each, TIME, `,"pid":4242,"hostname":${JSON.stringify(base.hostname)}`),
-        written.pop(),
-      );
-    }
-    // The base is pino's default: this process's pid and the machine's name.
-    const defaults: string[] = [];
-    pino({ timestamp: () => `,"time":${TIME}` }, { write: (t: string) => defaults.push(t) }).info(
-      LINES[0],
-      'request',
-    );
-    assert.equal(infoLineText(LINES[0] as RequestLine, TIME, text.base), defaults[0]);
-  });
-
-  test('when lines are pretty, or the level leaves info lines out, then none is written as text (pino writes, or drops, them)', () => {
-    const options = { stream: { write: () => undefined, hold: () => undefined } } as unknown as Parameters<
-      typeof directInfoLines
-    >[1];
-    assert.equal(directInfoLines(loadConfig({ LOG_FORMAT: 'pretty' }), options), undefined);
-    assert.equal(directInfoLines(loadConfig({ LOG_LEVEL: 'warn' }), options), undefined);
-    assert.ok(directInfoLines(loadConfig({ LOG_LEVEL: 'debug' }), options));
   });
 });

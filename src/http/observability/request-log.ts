@@ -77,26 +77,21 @@ export function levelOf(status: number): 'error' | 'warn' | 'info' {
  * and data in the CPU's caches, where a line written between two requests finds them cold (6 to 15%
  * of a `get`'s CPU, docs/benchmarks.md). Other lines are written at once.
  *
- * With the service's own JSON logger (`direct`, logging.ts), an info line is built here as the text
- * pino would write for it (infoLineText) and handed to the logger's destination: pino's general
- * serialisation of each line cost about 9% of a `get`'s CPU (docs/benchmarks.md).
+ * Their JSON is pino's own; the JSON logger's destination writes them out in batches (logging.ts).
  */
 export class RequestLog extends LogController {
   readonly #logSuccesses: boolean;
-  readonly #direct: DirectInfoLines | undefined;
   /** Info lines not yet written: each request's logger (its id bound) and its line, in turn. */
   #pending: (FastifyBaseLogger | RequestLine)[] = [];
 
   /**
    * `logSuccesses` false (LOG_REQUESTS=false) keeps only the lines of requests that errored: a line
-   * per request takes 10 to 20% of the CPU of a `get` or a `list` (docs/benchmarks.md). `direct`: where
-   * info lines go as text, when the logger is the service's own JSON one.
+   * per request takes 10 to 20% of the CPU of a `get` or a `list` (docs/benchmarks.md).
    */
-  constructor(logSuccesses = true, direct?: DirectInfoLines) {
+  constructor(logSuccesses = true) {
     // Every line a request logs carries its id, the one echoed in X-Request-Id.
     super({ requestIdLogLabel: 'requestId' });
     this.#logSuccesses = logSuccesses;
-    this.#direct = direct;
   }
 
   override incomingRequest(): void {}
@@ -134,14 +129,6 @@ export class RequestLog extends LogController {
   readonly #writePending = () => {
     const pending = this.#pending;
     this.#pending = [];
-    const direct = this.#direct;
-    if (direct) {
-      // One clock reading for the turn's lines: they were answered in the same turn.
-      const time = Date.now();
-      for (let i = 1; i < pending.length; i += 2)
-        direct.hold(infoLineText(pending[i] as RequestLine, time, direct.base));
-      return;
-    }
     for (let i = 0; i < pending.length; i += 2)
       write(pending[i] as FastifyBaseLogger, 'info', pending[i + 1] as RequestLine, 'request');
   };
@@ -160,37 +147,6 @@ function write(
   if (log instanceof RequestLogger) log.line(level, line as unknown as Record<string, unknown>, message);
   else log[level]({ ...line, requestId: undefined }, message);
 }
-
-/**
- * Where RequestLog writes info lines itself: the JSON logger's destination, which holds them for its
- * next batch, and the fields pino writes after the time on every line (`,"pid":…,"hostname":…`, its `base`).
- */
-export interface DirectInfoLines {
-  /** Takes a line for the destination's next batch (logging.ts). */
-  hold(text: string): void;
-  base: string;
-}
-
-/**
- * A request's info line as pino writes `log.info(line, 'request')` on a logger with that base, the
- * request id bound: level, time, the base, the request's fields in their order (undefined ones left out),
- * then the message. Strings are quoted by JSON.stringify, as pino quotes any that need escaping.
- * test/http/request-log.test.ts compares the two byte for byte.
- */
-export function infoLineText(line: RequestLine, time: number, base: string): string {
-  return (
-    `{"level":30,"time":${time}${base}${field('requestId', line.requestId)}${field('method', line.method)}` +
-    `${field('url', line.url)},"statusCode":${line.statusCode}` +
-    // pino writes a number that is not finite as null.
-    `,"ms":${Number.isFinite(line.ms) ? line.ms : null}${field('clientAddress', line.clientAddress)}` +
-    `${field('apiKeyId', line.apiKeyId)}${field('code', line.code)}${field('traceId', line.traceId)}` +
-    ',"msg":"request"}\n'
-  );
-}
-
-/** `,"name":"value"`, or nothing for a value that is undefined (a socket gone has no address). */
-const field = (name: string, value: string | undefined): string =>
-  value === undefined ? '' : `,"${name}":${JSON.stringify(value)}`;
 
 export interface RequestLine {
   requestId: string;
