@@ -1,16 +1,11 @@
 // The public API, called with the key the user signed in with, as `Authorization: Bearer`. The key lives
 // in this module's memory, and in sessionStorage only when the user asks to keep it for the tab.
 
-export const SCOPES = [
-  'pets:read',
-  'pets:write',
-  'orders:read',
-  'orders:write',
-  'events:read',
-  'webhooks:read',
-  'webhooks:write',
-] as const;
-export type Scope = (typeof SCOPES)[number];
+import { API_KEY_SCOPES, type ApiKeyScope } from '../../src/domain/scopes.js';
+
+/** The service's own list of scopes (a module with no imports, bundled as it is). */
+export const SCOPES = API_KEY_SCOPES;
+export type Scope = ApiKeyScope;
 
 const rawJSON = (JSON as unknown as { rawJSON?: (text: string) => object }).rawJSON;
 

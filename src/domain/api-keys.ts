@@ -1,24 +1,9 @@
 import { hash, randomBytes, randomUUID } from 'node:crypto';
 import { KEY_CACHE_TTL_MS } from './api-key-cache.js';
+import { API_KEY_SCOPES, type ApiKeyScope, isApiKeyScope } from './scopes.js';
 import type { ApiKeyRecord, ApiKeyStore } from './storage.js';
 
-/**
- * docs/api.md: what a key may do. A read (GET) needs its group's `:read`, anything else its `:write`.
- * The order is the order keys list and the OpenAPI document show them in.
- */
-export const API_KEY_SCOPES = [
-  'pets:read',
-  'pets:write',
-  'orders:read',
-  'orders:write',
-  'events:read',
-  'webhooks:read',
-  'webhooks:write',
-] as const;
-export type ApiKeyScope = (typeof API_KEY_SCOPES)[number];
-
-export const isApiKeyScope = (value: string): value is ApiKeyScope =>
-  (API_KEY_SCOPES as readonly string[]).includes(value);
+export { API_KEY_SCOPES, type ApiKeyScope, isApiKeyScope } from './scopes.js';
 
 /** A key's scopes from a comma-separated list (`pets:read,orders:write`): each known, at least one; a repeat counts once. */
 export function parseScopes(list: string): ApiKeyScope[] {
