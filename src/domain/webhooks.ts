@@ -210,7 +210,8 @@ export interface PendingDeliveries {
  * How long the outcome of an attempt waits for others to share its transaction. A process attempts at
  * most WEBHOOK_CONCURRENCY_PER_ENDPOINT at once to an endpoint, so outcomes arrive a few at a time, and
  * a transaction for each few was a third of a delivery's cost (SQLite). The attempt's slot is free
- * meanwhile; its lease is kept until the outcome is written.
+ * meanwhile; its lease is kept until the outcome is written. Also the least time between two such
+ * transactions' starts (CreateBatcher): written as each ended, batches were a few outcomes each.
  */
 export const RECORD_LINGER_MS = 10;
 

@@ -17,7 +17,7 @@ import { WEBHOOKS_CHANNEL } from './events.js';
  */
 export const BEGIN_RELAXED = 'BEGIN; SET LOCAL synchronous_commit = off';
 
-export const DELIVERY_COLUMNS =
+const DELIVERY_COLUMNS =
   'endpoint_id, event_id, status, attempts, last_attempt_at, next_attempt_at, last_response_status, last_error';
 
 /**
