@@ -79,9 +79,25 @@ postgres.describe('a PostgreSQL that stalls, goes away and comes back', () => {
     assert.equal(created.status, 201);
     const { id } = created.json<{ id: number }>();
     const etag = (await server.request('GET', `/v1/pets?id=${id}`)).headers.get('etag') as string;
+    const endpoint = await server.request('POST', '/v1/webhook-endpoints', {
+      body: { url: 'https://hooks.example.com/stalled' },
+    });
+    assert.equal(endpoint.status, 201, endpoint.text);
+    const hook = `/v1/webhook-endpoints/${endpoint.json<{ id: number }>().id}`;
 
     proxy.stall();
     const during = await Promise.all([
+      // The delivery wing's operations: an edit, a recovery, a delivery's attempts.
+      server.request('PATCH', hook, {
+        body: { description: 'stalled' },
+        headers: { 'content-type': 'application/merge-patch+json' },
+        timeoutMs: HANG,
+      }),
+      server.request('POST', `${hook}/recover`, {
+        body: { since: new Date(Date.now() - 60_000).toISOString() },
+        timeoutMs: HANG,
+      }),
+      server.request('GET', `${hook}/deliveries/1/attempts`, { timeoutMs: HANG }),
       server.request('GET', `/v1/pets/${id}`, { timeoutMs: HANG }),
       server.request('GET', '/v1/pets', { timeoutMs: HANG }),
       // Selected by id, and conditional: 503 too, never a 304 from a tag it could not check.
@@ -110,6 +126,12 @@ postgres.describe('a PostgreSQL that stalls, goes away and comes back', () => {
     proxy.resume();
     const after = await server.request('GET', `/v1/pets/${id}`);
     assert.equal(after.status, 200, after.text);
+    const edited = await server.request('PATCH', hook, {
+      body: { description: 'after the stall' },
+      headers: { 'content-type': 'application/merge-patch+json' },
+    });
+    assert.equal(edited.status, 200, edited.text);
+    assert.equal(edited.json<{ description: string }>().description, 'after the stall');
     const again = await server.request('GET', `/v1/pets?id=${id}`, { headers: { 'if-none-match': etag } });
     assert.equal(again.status, 304, 'the selection is served again, its tag still current');
     assert.equal(
