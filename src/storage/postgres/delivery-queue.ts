@@ -86,50 +86,50 @@ const toDelivery = (row: DeliveryRow): WebhookDelivery => ({
   lastError: row.last_error ?? undefined,
 });
 
-/** A row of a claim (CLAIM): a delivery it leased, with its endpoint and event, or none (one row). */
-type ClaimRow = {
+/** A delivery a claim leased, as CLAIM's JSON has it: event id, attempts, trigger, type, occurred, data, cause. */
+type ClaimedJson = [string, number, AttemptTrigger, EventType, string, string, string | null];
+
+/** An endpoint a claim leased from: id, URL, secret, previous secret and until when, its deliveries. */
+type ClaimedEndpointJson = [string, string, string, string | null, string | null, ClaimedJson[]];
+
+/** A claim's one row (CLAIM). */
+interface ClaimRow {
   next_due: Date | null;
   throttled_until: Date | null;
-} & (
-  | {
-      endpoint_id: bigint;
-      url: string;
-      secret: string;
-      previous_secret: string | null;
-      previous_secret_until: Date | null;
-      event_id: bigint;
-      attempts: number;
-      next_trigger: AttemptTrigger;
-      type: EventType;
-      occurred_at: Date;
-      data: string;
-      trace_context: string | null;
-    }
-  | { endpoint_id: null }
-);
+  endpoints: ClaimedEndpointJson[] | null;
+}
 
-const claimedDelivery = (
-  row: Extract<ClaimRow, { url: string }>,
+/** The deliveries leased from one endpoint, ready to attempt. */
+function claimedOf(
+  [id, url, secret, previous, previousUntil, deliveries]: ClaimedEndpointJson,
   now: Date,
   leaseUntil: Date,
-): ClaimedDelivery => ({
-  endpointId: row.endpoint_id,
-  eventId: row.event_id,
-  attempts: row.attempts,
-  trigger: row.next_trigger,
-  url: row.url,
-  secrets: signingSecrets(
-    row.secret,
-    row.previous_secret ?? undefined,
-    row.previous_secret_until ?? undefined,
+): ClaimedDelivery[] {
+  const endpointId = BigInt(id);
+  const secrets = signingSecrets(
+    secret,
+    previous ?? undefined,
+    previousUntil === null ? undefined : new Date(previousUntil),
     now,
-  ),
-  body: eventJson({ id: row.event_id, type: row.type, occurredAt: row.occurred_at, data: row.data }),
-  eventType: row.type,
-  cause: row.trace_context ?? undefined,
-  occurredAt: row.occurred_at,
-  leaseUntil,
-});
+  );
+  return deliveries.map(([eventId, attempts, trigger, type, occurred, data, cause]) => {
+    const id = BigInt(eventId);
+    const occurredAt = new Date(occurred);
+    return {
+      endpointId,
+      eventId: id,
+      attempts,
+      trigger,
+      url,
+      secrets,
+      body: eventJson({ id, type, occurredAt, data }),
+      eventType: type,
+      cause: cause ?? undefined,
+      occurredAt,
+      leaseUntil,
+    };
+  });
+}
 
 /**
  * Webhook deliveries on PostgreSQL, for any number of nodes; every statement it runs is in
@@ -296,13 +296,11 @@ export class PostgresDeliveryQueue implements DeliveryQueue {
       text: CLAIM,
       values: [now, owner, leaseUntil, limit, perEndpoint, [...depths.keys()], [...depths.values()]],
     });
-    const first = rows[0];
+    const row = rows[0];
     return {
-      deliveries: rows.flatMap((row) =>
-        row.endpoint_id === null ? [] : [claimedDelivery(row, now, leaseUntil)],
-      ),
-      throttledUntil: first?.throttled_until ?? undefined,
-      nextDueAt: first?.next_due ?? undefined,
+      deliveries: row?.endpoints?.flatMap((endpoint) => claimedOf(endpoint, now, leaseUntil)) ?? [],
+      throttledUntil: row?.throttled_until ?? undefined,
+      nextDueAt: row?.next_due ?? undefined,
     };
   }
 
