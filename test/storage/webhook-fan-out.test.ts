@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import type { Storage } from '../../src/domain/storage.js';
-import type { NewWebhookEndpoint } from '../../src/domain/webhooks.js';
+import type { AttemptOutcome, ClaimedDelivery, NewWebhookEndpoint } from '../../src/domain/webhooks.js';
 import { type Backend, backends, cleanUpInReverse, type TestDatabase, test } from '../support/backends.js';
 import { executeSql, queryDatabase } from '../support/db-inspect.js';
 
@@ -153,6 +153,95 @@ for (const backend of backends) {
       const leased = claims.flatMap((c) => c.deliveries.map((d) => `${d.endpointId}/${d.eventId}`));
       assert.equal(new Set(leased).size, leased.length, 'none leased twice');
       assert.equal(leased.length, 4, "the busy endpoint's four, once each");
+    });
+
+    test('when a claim leases deliveries, then each carries its endpoint, secrets and event body; once its lease has passed on to a later claim, its success records nothing and says so, and the later one records', async (t) => {
+      const { database, storage } = await fresh(t, backend);
+      const hook = await storage.webhookEndpoints.createEndpoint(endpoint('https://a.example/'), 10);
+      assert.ok(hook);
+      await createPets(storage, ['one', 'two']);
+      while ((await storage.deliveries.fanOut(100)) > 0);
+      const limits = (owner: string) => ({
+        limit: 8,
+        perEndpoint: 4,
+        owner,
+        depths: new Map<bigint, number>(),
+      });
+      const now = new Date();
+      const leaseUntil = new Date(now.getTime() + 15_000);
+      const first = await storage.deliveries.claimDue(now, leaseUntil, limits('one'));
+      assert.deepEqual(
+        first.deliveries.map((d) => ({
+          endpointId: d.endpointId,
+          url: d.url,
+          secrets: d.secrets,
+          attempts: d.attempts,
+          trigger: d.trigger,
+          eventType: d.eventType,
+          occurredAt: d.occurredAt.toISOString(),
+          leaseUntil: d.leaseUntil.toISOString(),
+          body: JSON.parse(d.body),
+        })),
+        ['one', 'two'].map((name, i) => ({
+          endpointId: hook.id,
+          url: 'https://a.example/',
+          secrets: ['whsec_AAAA'],
+          attempts: 0,
+          trigger: 'schedule',
+          eventType: 'pet.created',
+          occurredAt: new Date(AT.getTime() + i).toISOString(),
+          leaseUntil: leaseUntil.toISOString(),
+          body: {
+            id: Number(first.deliveries[i]?.eventId),
+            type: 'pet.created',
+            occurredAt: new Date(AT.getTime() + i).toISOString(),
+            data: { id: i + 1, name, categoryId: 1, status: 'available' },
+          },
+        })),
+      );
+      // The lease ends (its process died, say): a claim after it takes both again.
+      const later = new Date(leaseUntil.getTime() + 1_000);
+      const second = await storage.deliveries.claimDue(
+        later,
+        new Date(later.getTime() + 15_000),
+        limits('two'),
+      );
+      assert.deepEqual(
+        second.deliveries.map((d) => d.eventId),
+        first.deliveries.map((d) => d.eventId),
+      );
+      const success = (at: Date): AttemptOutcome => ({
+        at,
+        startedAt: at,
+        durationMs: 3,
+        responseBody: 'ok',
+        noAnswer: undefined,
+        succeeded: true,
+        responseStatus: 200,
+        error: undefined,
+        nextAttemptAt: undefined,
+        gone: false,
+      });
+      const record = (deliveries: ClaimedDelivery[], at: Date) =>
+        Promise.all(deliveries.map((d) => storage.deliveries.recordAttempt(d, success(at), new Date(0))));
+      assert.deepEqual(await record(first.deliveries, now), [{ recorded: false }, { recorded: false }]);
+      assert.deepEqual(await record(second.deliveries, later), [
+        { recorded: true, disabled: undefined, failed: false },
+        { recorded: true, disabled: undefined, failed: false },
+      ]);
+      const rows = await queryDatabase<{ status: string; attempts: unknown; kept: unknown }>(
+        database.url,
+        `SELECT d.status, d.attempts, (SELECT count(*) FROM webhook_attempts a
+           WHERE a.endpoint_id = d.endpoint_id AND a.event_id = d.event_id) AS kept
+         FROM webhook_deliveries d ORDER BY d.event_id`,
+      );
+      assert.deepEqual(
+        rows.map((r) => [r.status, Number(r.attempts), Number(r.kept)]),
+        [
+          ['succeeded', 1, 1],
+          ['succeeded', 1, 1],
+        ],
+      );
     });
   });
 }

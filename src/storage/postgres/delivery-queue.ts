@@ -336,28 +336,29 @@ export class PostgresDeliveryQueue implements DeliveryQueue {
    * spells end together, as one statement is atomic; committed durably (no transaction to relax).
    */
   async #recordSuccesses(results: readonly AttemptResult[]): Promise<AttemptRecorded[]> {
+    const batch = results.map(({ delivery, outcome }) => ({
+      endpoint_id: String(delivery.endpointId),
+      event_id: String(delivery.eventId),
+      lease_until: delivery.leaseUntil,
+      at: outcome.at,
+      response_status: outcome.responseStatus ?? null,
+      started_at: outcome.startedAt,
+      duration_ms: outcome.durationMs,
+      response_body: outcome.responseBody ?? null,
+      trigger: delivery.trigger,
+    }));
     const { rows } = await this.#pool.query<{ endpoint_id: bigint; event_id: bigint }>({
       name: 'webhooks_record_succeeded',
       text: RECORD_SUCCEEDED,
-      values: [
-        results.map(({ delivery }) => delivery.endpointId),
-        results.map(({ delivery }) => delivery.eventId),
-        results.map(({ delivery }) => delivery.leaseUntil),
-        results.map(({ outcome }) => outcome.at),
-        results.map(({ outcome }) => outcome.responseStatus ?? null),
-        results.map(({ outcome }) => outcome.startedAt),
-        results.map(({ outcome }) => outcome.durationMs),
-        results.map(({ outcome }) => outcome.responseBody ?? null),
-        results.map(({ delivery }) => delivery.trigger),
-      ],
+      values: [JSON.stringify(batch)],
     });
     // A lease that ran out and was taken again by another attempt: that one records instead.
-    const done = new Set(rows.map((row) => `${row.endpoint_id}/${row.event_id}`));
+    const passedOn = new Set(rows.map((row) => `${row.endpoint_id}/${row.event_id}`));
     return results.map(
       ({ delivery }): AttemptRecorded =>
-        done.has(`${delivery.endpointId}/${delivery.eventId}`)
-          ? { recorded: true, disabled: undefined, failed: false }
-          : { recorded: false },
+        passedOn.has(`${delivery.endpointId}/${delivery.eventId}`)
+          ? { recorded: false }
+          : { recorded: true, disabled: undefined, failed: false },
     );
   }
 

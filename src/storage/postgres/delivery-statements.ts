@@ -169,15 +169,19 @@ export const CLAIM = `WITH relaxed AS (
 /**
  * The attempts of a batch that all answered 2xx (recordAttempt's common case), in one statement: their
  * deliveries succeed and their endpoints' failing spells end, all under the leases they were made with.
+ * The batch is one JSON parameter (an array of objects, ids as strings): one JSON.stringify in the
+ * client, where nine array parameters had node-postgres format and escape every element. Answers with
+ * the attempts whose lease had passed on (nearly always none), not with every one recorded.
  */
-export const RECORD_SUCCEEDED = `WITH done AS (
+export const RECORD_SUCCEEDED = `WITH batch AS (
+               SELECT * FROM json_to_recordset($1::json) AS r(endpoint_id bigint, event_id bigint,
+                 lease_until timestamptz, at timestamptz, response_status int, started_at timestamptz,
+                 duration_ms int, response_body text, trigger text)
+             ), done AS (
                UPDATE webhook_deliveries d SET status = 'succeeded', attempts = d.attempts + 1,
                  last_attempt_at = r.at, next_attempt_at = NULL, last_response_status = r.response_status,
                  last_error = NULL, lease_until = NULL, next_trigger = 'schedule'
-               FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::int[],
-                   $6::timestamptz[], $7::int[], $8::text[], $9::text[])
-                 AS r(endpoint_id, event_id, lease_until, at, response_status, started_at, duration_ms,
-                   response_body, trigger)
+               FROM batch r
                WHERE d.endpoint_id = r.endpoint_id AND d.event_id = r.event_id AND d.lease_until = r.lease_until
                RETURNING d.endpoint_id, d.event_id, d.attempts, r.at, r.started_at, r.duration_ms,
                  r.response_status, r.response_body, r.trigger
@@ -194,7 +198,8 @@ export const RECORD_SUCCEEDED = `WITH done AS (
                WHERE w.id = s.endpoint_id AND (w.failing_since IS NOT NULL OR w.last_success_at IS NULL
                  OR w.last_success_at < s.at - interval '1 second')
              )
-             SELECT endpoint_id, event_id FROM done`;
+             SELECT endpoint_id, event_id FROM batch
+             WHERE (endpoint_id, event_id) NOT IN (SELECT endpoint_id, event_id FROM done)`;
 
 /** One attempt recorded under its lease, and kept in the attempts' list: nothing when the lease passed on. */
 export const RECORD_ATTEMPT = `WITH recorded AS (
