@@ -37,7 +37,7 @@ const { values: args } = parseArgs({
     backend: { type: 'string', default: 'sqlite' },
     'postgres-url': { type: 'string', default: BENCH_POSTGRES_URL },
     cli: { type: 'string' },
-    // Writes a V8 CPU profile of each deliver process (its start-up included) into this folder.
+    // Writes a V8 CPU profile of each measured process (its start-up included) into this folder.
     profile: { type: 'string' },
     // Each round also measures bench/bare-sender.ts: the same POSTs with no database.
     floor: { type: 'boolean', default: false },
@@ -84,8 +84,7 @@ async function round(cli: string): Promise<{ micros: number; perSecond: number }
       }),
     );
     await stop(api.child);
-    const profiled = args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : [];
-    const started = await startRole(cli, 'deliver', env, KEY, undefined, profiled);
+    const started = await startRole(cli, 'deliver', env, KEY, undefined, profiled());
     deliver = started.child;
     return await measured(deliver.pid as number, receiver);
   } finally {
@@ -110,11 +109,14 @@ async function measured(pid: number, receiver: Receiver): Promise<{ micros: numb
   };
 }
 
+/** With --profile, the node flags that write a measured process's V8 CPU profile into that folder. */
+const profiled = (): string[] => (args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : []);
+
 /** The same N POSTs by the service's sender in a process with no database (bench/bare-sender.ts). */
 async function floorRound(): Promise<{ micros: number; perSecond: number }> {
   const receiver = new Receiver();
   const hook = await receiver.start(false, LAST_CPU);
-  const child = spawn(process.execPath, [...TSX, 'bench/bare-sender.ts', hook, String(N)], {
+  const child = spawn(process.execPath, [...profiled(), ...TSX, 'bench/bare-sender.ts', hook, String(N)], {
     cwd: ROOT,
     stdio: ['ignore', 'ignore', 'inherit'],
   });
