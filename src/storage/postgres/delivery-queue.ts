@@ -339,10 +339,10 @@ export class PostgresDeliveryQueue implements DeliveryQueue {
     const batch = results.map(({ delivery, outcome }) => ({
       endpoint_id: String(delivery.endpointId),
       event_id: String(delivery.eventId),
-      lease_until: delivery.leaseUntil,
-      at: outcome.at,
+      lease_until_ms: delivery.leaseUntil.getTime(),
+      at_ms: outcome.at.getTime(),
       response_status: outcome.responseStatus ?? null,
-      started_at: outcome.startedAt,
+      started_at_ms: outcome.startedAt.getTime(),
       duration_ms: outcome.durationMs,
       response_body: outcome.responseBody ?? null,
       trigger: delivery.trigger,
