@@ -15,6 +15,10 @@ export interface ReceivedSpan {
   /** OTLP's status code: 0 unset, 1 ok, 2 error. */
   status: number;
   service: string;
+  /** Every attribute of the resource that exported it (service.name, service.version, …). */
+  resource: Record<string, string | number | boolean>;
+  /** The tracer (instrumentation scope) that made it. */
+  scope: { name: string; version: string | undefined };
 }
 
 interface OtlpAttribute {
@@ -46,7 +50,8 @@ export class OtlpReceiver {
         this.requests.push(`${req.method} ${req.url} ${req.headers['content-type']}`);
         const body = JSON.parse(Buffer.concat(chunks).toString() || '{}');
         for (const resourceSpans of body.resourceSpans ?? []) {
-          const service = String(attributesOf(resourceSpans.resource?.attributes)['service.name']);
+          const resource = attributesOf(resourceSpans.resource?.attributes);
+          const service = String(resource['service.name']);
           for (const scope of resourceSpans.scopeSpans ?? [])
             for (const span of scope.spans ?? [])
               this.spans.push({
@@ -65,6 +70,8 @@ export class OtlpReceiver {
                 ),
                 status: span.status?.code ?? 0,
                 service,
+                resource,
+                scope: { name: scope.scope?.name, version: scope.scope?.version },
               });
         }
         res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
