@@ -41,6 +41,8 @@ export class OtlpReceiver {
   /** Every request it got, by path and content type. */
   readonly requests: string[] = [];
   readonly #server: Server;
+  /** The answers withheld while the receiver stalls (hold), or undefined while it answers at once. */
+  #held: (() => void)[] | undefined;
 
   private constructor() {
     this.#server = createServer((req, res) => {
@@ -74,7 +76,9 @@ export class OtlpReceiver {
                 scope: { name: scope.scope?.name, version: scope.scope?.version },
               });
         }
-        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+        const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+        if (this.#held) this.#held.push(answer);
+        else answer();
       });
     });
   }
@@ -93,6 +97,16 @@ export class OtlpReceiver {
   /** Waits (never a timing assertion) until `check` finds what it needs among the spans received. */
   waitFor<T>(what: string, check: (spans: ReceivedSpan[]) => T | undefined): Promise<T> {
     return poll(what, () => check(this.spans));
+  }
+
+  /** Stalls like a collector that is away: exports are taken but not answered until the returned release. */
+  hold(): () => void {
+    this.#held ??= [];
+    return () => {
+      const held = this.#held ?? [];
+      this.#held = undefined;
+      for (const answer of held) answer();
+    };
   }
 
   async close(): Promise<void> {

@@ -7,6 +7,7 @@ import { eventCause } from '../../src/domain/event-cause.js';
 import type { ClaimedDelivery } from '../../src/domain/webhooks.js';
 import {
   attributeValueLengthLimit,
+  SHUTDOWN_EXPORT_MS,
   samplerFrom,
   startTracing,
   type Tracing,
@@ -423,5 +424,44 @@ describe('what tracing names itself, and the cause it gives a change', () => {
     });
     assert.deepEqual(dropped, { cause: undefined, recording: false });
     await off.shutdown();
+  });
+});
+
+describe('a stop while the collector is away', () => {
+  test('when the collector does not answer, then the stop gives up at SHUTDOWN_EXPORT_MS (2 s, on a mocked clock), not a moment before, and says so; the span goes once it answers', async (t) => {
+    const tracing = tracingWith({});
+    const held = tracing.tracer.startSpan('held by the collector');
+    held.end();
+    const release = otlp.hold();
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    try {
+      let outcome: string | undefined;
+      const stopped = tracing.shutdown().then(
+        () => {
+          outcome = 'exported';
+        },
+        (error: Error) => {
+          outcome = error.message;
+        },
+      );
+      const turn = () => new Promise((resolve) => setImmediate(resolve));
+      await turn();
+      t.mock.timers.tick(SHUTDOWN_EXPORT_MS - 1);
+      await turn();
+      assert.equal(outcome, undefined, 'still waiting for the collector');
+      t.mock.timers.tick(1);
+      await stopped;
+      assert.equal(SHUTDOWN_EXPORT_MS, 2_000);
+      assert.equal(outcome, 'the last spans were not exported within 2000 ms');
+    } finally {
+      t.mock.timers.reset();
+      release();
+    }
+    // Once the collector answers, the stop under way ends, and the span was exported after all.
+    await tracing.shutdown();
+    assert.deepEqual(
+      spansOf(held.spanContext().traceId).map((span) => span.name),
+      ['held by the collector'],
+    );
   });
 });
