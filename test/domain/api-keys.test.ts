@@ -1,14 +1,18 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
+import { KEY_CACHE_TTL_MS } from '../../src/domain/api-key-cache.js';
 import {
   API_KEY_SCOPES,
   ApiKeyVerifier,
+  ensureFirstApiKey,
   expiryOf,
+  hashApiKey,
   keyStatus,
   newApiKey,
   parseDuration,
   parseScopes,
 } from '../../src/domain/api-keys.js';
+import type { ApiKeyStore } from '../../src/domain/storage.js';
 import { SqliteStorage } from '../../src/storage/sqlite/sqlite-storage.js';
 
 const NOW = new Date('2026-11-26T12:00:00.000Z');
@@ -205,5 +209,271 @@ describe('the key verifier, with its clock in hand', () => {
     // It has no stored id: it is named by its place in PETSTORE_API_KEYS.
     assert.equal(caller?.apiKeyId, 'env:1');
     assert.deepEqual(uses, []);
+  });
+});
+
+/** The store, counting the reads the verifier makes of it: a bad token must cost none. */
+function countingStore(store: ApiKeyStore) {
+  const reads = { list: 0, findActiveByHash: 0 };
+  const counted: ApiKeyStore = {
+    insert: (key) => store.insert(key),
+    findActiveByHash: (hash) => {
+      reads.findActiveByHash += 1;
+      return store.findActiveByHash(hash);
+    },
+    recordLastUse: (uses) => store.recordLastUse(uses),
+    list: () => {
+      reads.list += 1;
+      return store.list();
+    },
+    revoke: (id, at) => store.revoke(id, at),
+    count: () => store.count(),
+    importBatch: (keys) => store.importBatch(keys),
+  };
+  return { store: counted, reads };
+}
+
+describe('isLiveKey: whether a token from a refused address is a live key', () => {
+  let storage: SqliteStorage;
+  beforeEach(() => {
+    storage = new SqliteStorage(':memory:', { timeoutMs: 1_000 });
+  });
+  afterEach(() => storage.close());
+
+  test('when a token is empty or longer than 512 characters, then it is not live, answered at once with no read', () => {
+    const { store, reads } = countingStore(storage.apiKeys);
+    const verifier = new ApiKeyVerifier(store, ['x'.repeat(513)], () => NOW);
+    assert.equal(verifier.isLiveKey(''), false);
+    // Even a configured key of 513 characters: no key is that long.
+    assert.equal(verifier.isLiveKey('x'.repeat(513)), false);
+    assert.deepEqual(reads, { list: 0, findActiveByHash: 0 });
+  });
+
+  test('when a configured key is sent, then it is live at once (512 characters too), with no read', () => {
+    const { store, reads } = countingStore(storage.apiKeys);
+    const longest = 'k'.repeat(512);
+    const verifier = new ApiKeyVerifier(store, ['configured-key-0123456789', longest], () => NOW);
+    assert.equal(verifier.isLiveKey('configured-key-0123456789'), true);
+    assert.equal(verifier.isLiveKey(longest), true);
+    assert.deepEqual(reads, { list: 0, findActiveByHash: 0 });
+  });
+
+  test('when stored keys are asked about, then only active ones are live: not a revoked one, an expired one, or an unknown token', async () => {
+    const { store, reads } = countingStore(storage.apiKeys);
+    const active = newApiKey('active', NOW);
+    const expiring = newApiKey('expiring', NOW, { expiresAt: new Date(NOW.getTime() + 60_000) });
+    const expired = newApiKey('expired', NOW, { expiresAt: NOW });
+    const revoked = newApiKey('revoked', NOW);
+    for (const key of [active, expiring, expired, revoked]) await storage.apiKeys.insert(key.record);
+    assert.equal(await storage.apiKeys.revoke(revoked.record.id, NOW), true);
+    const verifier = new ApiKeyVerifier(store, ['configured-key-0123456789'], () => NOW);
+
+    const first = verifier.isLiveKey(active.secret);
+    assert.ok(first instanceof Promise, 'the first question reads the live keys');
+    assert.equal(await first, true);
+    assert.equal(reads.list, 1);
+    // Within KEY_CACHE_TTL_MS of the read, every answer comes from it, at once.
+    assert.equal(verifier.isLiveKey(active.secret), true);
+    assert.equal(verifier.isLiveKey(expiring.secret), true);
+    assert.equal(verifier.isLiveKey(expired.secret), false);
+    assert.equal(verifier.isLiveKey(revoked.secret), false);
+    assert.equal(verifier.isLiveKey(`pst_${'A'.repeat(43)}`), false);
+    assert.deepEqual(reads, { list: 1, findActiveByHash: 0 });
+  });
+
+  test('when an unknown token comes first, then it is not live, and the keys read for it answer the next tokens', async () => {
+    const { store, reads } = countingStore(storage.apiKeys);
+    const key = newApiKey('stored', NOW);
+    await storage.apiKeys.insert(key.record);
+    const verifier = new ApiKeyVerifier(store, [], () => NOW);
+    assert.equal(await verifier.isLiveKey('not-a-key'), false);
+    assert.equal(verifier.isLiveKey(key.secret), true);
+    assert.equal(reads.list, 1);
+  });
+
+  test('when several tokens arrive while the live keys are being read, then they share that one read', async () => {
+    const { store, reads } = countingStore(storage.apiKeys);
+    const key = newApiKey('stored', NOW);
+    await storage.apiKeys.insert(key.record);
+    const verifier = new ApiKeyVerifier(store, [], () => NOW);
+    const answers = await Promise.all([
+      verifier.isLiveKey(key.secret),
+      verifier.isLiveKey('not-a-key'),
+      verifier.isLiveKey(key.secret),
+    ]);
+    assert.deepEqual(answers, [true, false, true]);
+    assert.equal(reads.list, 1);
+  });
+
+  test('when KEY_CACHE_TTL_MS has passed since the read, then the keys are read again: a key created or revoked since (on another node) is known from then on, not a moment before', async () => {
+    const { store, reads } = countingStore(storage.apiKeys);
+    const clock = { now: NOW };
+    const verifier = new ApiKeyVerifier(store, [], () => clock.now);
+    const old = newApiKey('old', NOW);
+    await storage.apiKeys.insert(old.record);
+    assert.equal(await verifier.isLiveKey(old.secret), true);
+    assert.equal(reads.list, 1);
+
+    const created = newApiKey('created elsewhere', NOW);
+    await storage.apiKeys.insert(created.record);
+    assert.equal(await storage.apiKeys.revoke(old.record.id, NOW), true);
+    clock.now = new Date(NOW.getTime() + KEY_CACHE_TTL_MS - 1);
+    assert.equal(verifier.isLiveKey(created.secret), false, 'the read is still trusted');
+    assert.equal(verifier.isLiveKey(old.secret), true, 'the read is still trusted');
+    assert.equal(reads.list, 1);
+
+    clock.now = new Date(NOW.getTime() + KEY_CACHE_TTL_MS);
+    const again = verifier.isLiveKey(created.secret);
+    assert.ok(again instanceof Promise, 'at KEY_CACHE_TTL_MS the keys are read again');
+    assert.equal(await again, true);
+    assert.equal(reads.list, 2);
+    assert.equal(verifier.isLiveKey(old.secret), false);
+
+    // The next read is trusted for KEY_CACHE_TTL_MS from the instant it was made, and then read again.
+    const later = newApiKey('later', NOW);
+    await storage.apiKeys.insert(later.record);
+    clock.now = new Date(NOW.getTime() + 2 * KEY_CACHE_TTL_MS - 1);
+    assert.equal(verifier.isLiveKey(later.secret), false);
+    clock.now = new Date(NOW.getTime() + 2 * KEY_CACHE_TTL_MS);
+    assert.equal(await verifier.isLiveKey(later.secret), true);
+    assert.equal(reads.list, 3);
+  });
+
+  test('when a key expires between reads, then it is live until the read made at or after its expiry', async () => {
+    const { store } = countingStore(storage.apiKeys);
+    const clock = { now: NOW };
+    const verifier = new ApiKeyVerifier(store, [], () => clock.now);
+    const key = newApiKey('short', NOW, { expiresAt: new Date(NOW.getTime() + KEY_CACHE_TTL_MS) });
+    await storage.apiKeys.insert(key.record);
+    assert.equal(await verifier.isLiveKey(key.secret), true);
+    clock.now = new Date(NOW.getTime() + KEY_CACHE_TTL_MS);
+    assert.equal(await verifier.isLiveKey(key.secret), false);
+  });
+
+  test('when a verifier has no clock of its own, then it judges by the time of day', async () => {
+    const { store } = countingStore(storage.apiKeys);
+    const future = newApiKey('future', NOW, { expiresAt: new Date('2999-01-01T00:00:00Z') });
+    const past = newApiKey('past', new Date('2000-01-01T00:00:00Z'), {
+      expiresAt: new Date('2000-01-02T00:00:00Z'),
+    });
+    for (const key of [future, past]) await storage.apiKeys.insert(key.record);
+    const uses: number[] = [];
+    const verifier = new ApiKeyVerifier(store, [], undefined, (_hash, at) => uses.push(at.getTime()));
+    assert.equal(await verifier.isLiveKey(future.secret), true);
+    assert.equal(verifier.isLiveKey(past.secret), false);
+    const before = Date.now();
+    assert.equal((await verifier.authenticate(future.secret))?.apiKeyId, future.record.id);
+    assert.equal(await verifier.authenticate(past.secret), undefined);
+    const after = Date.now();
+    assert.equal(uses.length, 1);
+    assert.ok(uses[0] !== undefined && uses[0] >= before && uses[0] <= after, `the use at ${uses[0]}`);
+  });
+});
+
+describe('stillLive: which callers authenticated earlier are still live keys', () => {
+  let storage: SqliteStorage;
+  beforeEach(() => {
+    storage = new SqliteStorage(':memory:', { timeoutMs: 1_000 });
+  });
+  afterEach(() => storage.close());
+
+  test('when only configured keys are asked about, then they are live, with no read', async () => {
+    const { store, reads } = countingStore(storage.apiKeys);
+    const verifier = new ApiKeyVerifier(store, ['configured-key-0123456789'], () => NOW);
+    const configured = hashApiKey('configured-key-0123456789');
+    assert.deepEqual(await verifier.stillLive([configured]), new Set([configured]));
+    assert.deepEqual(await verifier.stillLive([]), new Set());
+    assert.equal(reads.list, 0);
+  });
+
+  test('when stored keys are asked about, then the active ones are live by the verifier clock, read from the store every time: not a revoked, expired or unknown one', async () => {
+    const { store, reads } = countingStore(storage.apiKeys);
+    const clock = { now: NOW };
+    const verifier = new ApiKeyVerifier(store, ['configured-key-0123456789'], () => clock.now);
+    const active = newApiKey('active', NOW);
+    const expiring = newApiKey('expiring', NOW, { expiresAt: new Date(NOW.getTime() + 1) });
+    const revoked = newApiKey('revoked', NOW);
+    for (const key of [active, expiring, revoked]) await storage.apiKeys.insert(key.record);
+    await storage.apiKeys.revoke(revoked.record.id, NOW);
+    const configured = hashApiKey('configured-key-0123456789');
+    const unknown = hashApiKey('not-a-key');
+    const asked = [configured, active.record.hash, expiring.record.hash, revoked.record.hash, unknown];
+    assert.deepEqual(
+      await verifier.stillLive(asked),
+      new Set([configured, active.record.hash, expiring.record.hash]),
+    );
+    assert.equal(reads.list, 1);
+    clock.now = new Date(NOW.getTime() + 1);
+    await storage.apiKeys.revoke(active.record.id, NOW);
+    assert.deepEqual(await verifier.stillLive(asked), new Set([configured]), 'no earlier read is remembered');
+    assert.equal(reads.list, 2);
+  });
+});
+
+describe('authenticate: a token that cannot be a key', () => {
+  test('when a token is empty or longer than 512 characters, then it is refused at once, with no lookup; 512 characters are looked up', async () => {
+    const storage = new SqliteStorage(':memory:', { timeoutMs: 1_000 });
+    try {
+      const { store, reads } = countingStore(storage.apiKeys);
+      const verifier = new ApiKeyVerifier(store, [], () => NOW);
+      assert.equal(verifier.authenticate(''), undefined);
+      assert.equal(verifier.authenticate('x'.repeat(513)), undefined);
+      assert.equal(reads.findActiveByHash, 0);
+      const longest = verifier.authenticate('x'.repeat(512));
+      assert.ok(longest instanceof Promise);
+      assert.equal(await longest, undefined);
+      assert.equal(reads.findActiveByHash, 1);
+    } finally {
+      await storage.close();
+    }
+  });
+});
+
+describe('ensureFirstApiKey: the key the first start creates', () => {
+  let storage: SqliteStorage;
+  beforeEach(() => {
+    storage = new SqliteStorage(':memory:', { timeoutMs: 1_000 });
+  });
+  afterEach(() => storage.close());
+
+  test('when no key exists and none is configured, then one key with every scope is stored and its secret returned; the next start creates none', async () => {
+    const secret = await ensureFirstApiKey(storage.apiKeys, [], NOW);
+    assert.match(secret ?? '', /^pst_[A-Za-z0-9_-]{43}$/);
+    const keys = await storage.apiKeys.list();
+    assert.equal(keys.length, 1);
+    assert.deepEqual(
+      {
+        name: keys[0]?.name,
+        hash: keys[0]?.hash,
+        scopes: keys[0]?.scopes,
+        createdAt: keys[0]?.createdAt.toISOString(),
+        expiresAt: keys[0]?.expiresAt,
+      },
+      {
+        name: 'first key (created at first start)',
+        hash: hashApiKey(secret ?? ''),
+        scopes: [...API_KEY_SCOPES],
+        createdAt: NOW.toISOString(),
+        expiresAt: undefined,
+      },
+    );
+    assert.equal(await ensureFirstApiKey(storage.apiKeys, [], NOW), undefined);
+    assert.equal(await storage.apiKeys.count(), 1);
+  });
+
+  test('when a key is configured (PETSTORE_API_KEYS), then none is created, even in an empty store', async () => {
+    assert.equal(await ensureFirstApiKey(storage.apiKeys, ['configured-key-0123456789'], NOW), undefined);
+    assert.equal(await storage.apiKeys.count(), 0);
+  });
+
+  test('when a stored key exists, even a revoked one, then none is created', async () => {
+    const key = newApiKey('existing', NOW);
+    await storage.apiKeys.insert(key.record);
+    await storage.apiKeys.revoke(key.record.id, NOW);
+    assert.equal(await ensureFirstApiKey(storage.apiKeys, [], NOW), undefined);
+    assert.deepEqual(
+      (await storage.apiKeys.list()).map((stored) => stored.id),
+      [key.record.id],
+    );
   });
 });

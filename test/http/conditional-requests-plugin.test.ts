@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { Readable } from 'node:stream';
 import { after, before, test } from 'node:test';
 import Fastify, { type FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
@@ -45,6 +47,26 @@ before(async () => {
   app.post('/things', { schema: { response: { 201: ok } } }, send(201));
   app.delete('/thing', { schema: { response: ok } }, send(200));
   app.put('/thing', { schema: { response: ok } }, send(200));
+  app.get('/bytes', { schema: { response: ok } }, async (_request, reply) =>
+    reply.type('application/json').send(Buffer.from(BODY)),
+  );
+  app.get('/stream', { schema: { response: ok } }, async (_request, reply) =>
+    reply.type('application/json').send(Readable.from([BODY])),
+  );
+  // Route-level onSend hooks that set Content-Encoding stand in for compression, which runs there.
+  const encode =
+    (coding: string) =>
+    (
+      _request: unknown,
+      reply: import('fastify').FastifyReply,
+      payload: unknown,
+      done: (e: null, p: unknown) => void,
+    ) => {
+      reply.header('Content-Encoding', coding);
+      done(null, payload);
+    };
+  app.get('/own-hook', { schema: { response: ok }, onSend: encode('br') }, send(200));
+  app.get('/own-hooks', { schema: { response: ok }, onSend: [encode('gzip'), encode('deflate')] }, send(200));
   await app.ready();
 });
 after(() => app.close());
@@ -145,4 +167,117 @@ test('when a GET route documents its 200, then the plugin documents If-None-Matc
   assert.equal(schemas.get('POST /thing/deliver')?.headers, undefined);
   assert.equal(schemas.get('DELETE /thing')?.response?.[304], undefined);
   assert.equal(schemas.get('GET /undocumented'), undefined, 'no schema, none added');
+});
+
+test('when a GET answers 200, then its Cache-Control is exactly private, no-cache', async () => {
+  assert.equal((await call('GET', '/thing')).headers['cache-control'], 'private, no-cache');
+});
+
+test('when a GET answers with a Buffer, then it is tagged as the same bytes as text; a stream is sent untagged and whole, If-None-Match or not', async () => {
+  const bytes = await call('GET', '/bytes');
+  assert.deepEqual([bytes.statusCode, bytes.headers.etag, bytes.body], [200, TAG, BODY]);
+  assert.equal((await call('GET', '/bytes', TAG)).statusCode, 304);
+  for (const header of [undefined, '*']) {
+    const stream = await call('GET', '/stream', header);
+    assert.deepEqual(
+      [stream.statusCode, stream.body, stream.headers.etag, stream.headers['cache-control']],
+      [200, BODY, undefined, undefined],
+      String(header),
+    );
+  }
+});
+
+test('when a route has onSend hooks of its own (compression), then they run before the tag names the coding they set', async () => {
+  assert.equal((await call('GET', '/own-hook')).headers.etag, `"${digestOf(BODY)}-br"`);
+  assert.equal((await call('GET', '/own-hooks')).headers.etag, `"${digestOf(BODY)}-deflate"`);
+});
+
+test('when a compressed answer is not modified, then the 304 carries the tag the client sent, compressed or not', async () => {
+  for (const sent of [`"${digestOf(BODY)}-gzip"`, `"${digestOf(BODY)}-br"`, TAG]) {
+    const answer = await call('GET', '/coded', sent);
+    assert.deepEqual([answer.statusCode, answer.headers.etag, answer.body], [304, sent, ''], sent);
+  }
+});
+
+test('when a GET route documents its 200, then If-None-Match, the ETag, Cache-Control and the 304 are documented as openapi.json (the document the service serves) has them on getPet', () => {
+  type Header = { schema: object; description: string };
+  const getPet = (
+    JSON.parse(readFileSync(new URL('../../openapi.json', import.meta.url), 'utf8')) as {
+      paths: Record<
+        string,
+        Record<
+          string,
+          {
+            parameters: (Header & { name: string })[];
+            responses: Record<string, { description: string; headers: Record<string, Header> }>;
+          }
+        >
+      >;
+    }
+  ).paths['/pets/{petId}']?.get;
+  // A header's schema as the document lists it: its description beside the schema, not in it.
+  const asDocumented = ({ description, ...schema }: { description: string }): Header => ({
+    schema,
+    description,
+  });
+  const get = JSON.parse(JSON.stringify(schemas.get('GET /thing'))) as {
+    headers: { properties: Record<string, { description: string }> };
+    response: Record<
+      string,
+      { type?: string; description: string; headers: Record<string, { description: string }> }
+    >;
+  };
+  const ifNoneMatch = getPet?.parameters.find((parameter) => parameter.name === 'if-none-match');
+  assert.deepEqual(asDocumented(get.headers.properties['if-none-match'] as { description: string }), {
+    schema: ifNoneMatch?.schema,
+    description: ifNoneMatch?.description,
+  });
+  const tagHeaders = (headers: Record<string, { description: string }> | undefined) => ({
+    ETag: asDocumented(headers?.ETag as { description: string }),
+    'Cache-Control': asDocumented(headers?.['Cache-Control'] as { description: string }),
+  });
+  assert.deepEqual(tagHeaders(get.response[200]?.headers), {
+    ETag: getPet?.responses[200]?.headers.ETag,
+    'Cache-Control': getPet?.responses[200]?.headers['Cache-Control'],
+  });
+  const notModified = get.response[304];
+  assert.deepEqual(
+    {
+      type: notModified?.type,
+      description: notModified?.description,
+      headers: tagHeaders(notModified?.headers),
+    },
+    { type: 'null', ...getPet?.responses[304] },
+  );
+});
+
+test('when the plugins it comes after are not registered, then the app does not start, naming them; a plugin can come after it by its name', async () => {
+  const alone = Fastify();
+  alone.register(fp(async () => {}, { name: 'content-codings' }));
+  alone.register(conditionalRequests);
+  await assert.rejects(async () => alone.ready(), {
+    message: "The dependency 'rate-limit' of plugin 'conditional-requests' is not registered",
+  });
+  const noCodings = Fastify();
+  noCodings.register(fp(async () => {}, { name: 'rate-limit' }));
+  noCodings.register(conditionalRequests);
+  await assert.rejects(async () => noCodings.ready(), {
+    message: "The dependency 'content-codings' of plugin 'conditional-requests' is not registered",
+  });
+  const dependent = Fastify();
+  dependent.register(fp(async () => {}, { name: 'rate-limit' }));
+  dependent.register(fp(async () => {}, { name: 'content-codings' }));
+  dependent.register(conditionalRequests);
+  let registered = false;
+  dependent.register(
+    fp(
+      async () => {
+        registered = true;
+      },
+      { name: 'after-it', dependencies: ['conditional-requests'] },
+    ),
+  );
+  await dependent.ready();
+  assert.equal(registered, true);
+  await dependent.close();
 });

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import type { ErrorObject } from 'ajv';
 import {
@@ -99,6 +100,40 @@ describe('Idempotency-Key header', () => {
     assert.equal(check('a b'), words);
     assert.equal(check('a\u007f'), words);
     assert.equal(check('é'), words);
+  });
+
+  test('the header is documented in openapi.json (the document the service serves) exactly as the schema says, description included, on each idempotent operation', () => {
+    type Parameter = { name: string; in: string; required: boolean; description: string; schema: object };
+    const document = JSON.parse(readFileSync(new URL('../../openapi.json', import.meta.url), 'utf8')) as {
+      paths: Record<string, Record<string, { operationId?: string; parameters?: Parameter[] }>>;
+    };
+    const documented = Object.values(document.paths).flatMap((operations) =>
+      Object.values(operations).flatMap((operation) =>
+        (operation.parameters ?? [])
+          .filter((parameter) => parameter.name === 'idempotency-key')
+          .map((parameter) => ({ operationId: operation.operationId, ...parameter })),
+      ),
+    );
+    const { description, ...schema } = JSON.parse(
+      JSON.stringify(IdempotencyKeyHeaders.properties['idempotency-key']),
+    ) as { description: string };
+    assert.deepEqual(documented.map((parameter) => parameter.operationId).sort(), [
+      'createPet',
+      'placeOrder',
+      'recoverWebhookEndpoint',
+    ]);
+    for (const parameter of documented) {
+      assert.deepEqual(
+        {
+          in: parameter.in,
+          required: parameter.required,
+          description: parameter.description,
+          schema: parameter.schema,
+        },
+        { in: 'header', required: false, description, schema },
+        parameter.operationId,
+      );
+    }
   });
 });
 

@@ -15,6 +15,10 @@ export interface ReceivedSpan {
   /** OTLP's status code: 0 unset, 1 ok, 2 error. */
   status: number;
   service: string;
+  /** Every attribute of the resource that exported it (service.name, service.version, …). */
+  resource: Record<string, string | number | boolean>;
+  /** The tracer (instrumentation scope) that made it. */
+  scope: { name: string; version: string | undefined };
 }
 
 interface OtlpAttribute {
@@ -37,6 +41,8 @@ export class OtlpReceiver {
   /** Every request it got, by path and content type. */
   readonly requests: string[] = [];
   readonly #server: Server;
+  /** The answers withheld while the receiver stalls (hold), or undefined while it answers at once. */
+  #held: (() => void)[] | undefined;
 
   private constructor() {
     this.#server = createServer((req, res) => {
@@ -46,7 +52,8 @@ export class OtlpReceiver {
         this.requests.push(`${req.method} ${req.url} ${req.headers['content-type']}`);
         const body = JSON.parse(Buffer.concat(chunks).toString() || '{}');
         for (const resourceSpans of body.resourceSpans ?? []) {
-          const service = String(attributesOf(resourceSpans.resource?.attributes)['service.name']);
+          const resource = attributesOf(resourceSpans.resource?.attributes);
+          const service = String(resource['service.name']);
           for (const scope of resourceSpans.scopeSpans ?? [])
             for (const span of scope.spans ?? [])
               this.spans.push({
@@ -65,9 +72,13 @@ export class OtlpReceiver {
                 ),
                 status: span.status?.code ?? 0,
                 service,
+                resource,
+                scope: { name: scope.scope?.name, version: scope.scope?.version },
               });
         }
-        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+        const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+        if (this.#held) this.#held.push(answer);
+        else answer();
       });
     });
   }
@@ -86,6 +97,16 @@ export class OtlpReceiver {
   /** Waits (never a timing assertion) until `check` finds what it needs among the spans received. */
   waitFor<T>(what: string, check: (spans: ReceivedSpan[]) => T | undefined): Promise<T> {
     return poll(what, () => check(this.spans));
+  }
+
+  /** Stalls like a collector that is away: exports are taken but not answered until the returned release. */
+  hold(): () => void {
+    this.#held ??= [];
+    return () => {
+      const held = this.#held ?? [];
+      this.#held = undefined;
+      for (const answer of held) answer();
+    };
   }
 
   async close(): Promise<void> {

@@ -1,15 +1,18 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { ROOT_CONTEXT, SpanKind, TraceFlags, trace } from '@opentelemetry/api';
+import { context, ROOT_CONTEXT, SpanKind, TraceFlags, trace } from '@opentelemetry/api';
 import { SamplingDecision, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace-node';
 import Fastify, { type FastifyInstance } from 'fastify';
+import { eventCause } from '../../src/domain/event-cause.js';
 import type { ClaimedDelivery } from '../../src/domain/webhooks.js';
 import {
   attributeValueLengthLimit,
+  SHUTDOWN_EXPORT_MS,
   samplerFrom,
   startTracing,
   type Tracing,
 } from '../../src/tracing/tracing.js';
+import { VERSION } from '../../src/version.js';
 import { OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 
 /**
@@ -220,6 +223,45 @@ describe('the sampler (samplerFrom)', () => {
     assert.equal(decide(zero, 0, remoteSampled), dropped);
   });
 
+  test('when the sampler is described (as the SDK logs it), then it names each sampler it delegates to, at the ratio it uses', () => {
+    const described = (env: Record<string, string>) => samplerFrom(env, () => 0.5).toString();
+    const local = 'localParentSampled=AlwaysOnSampler, localParentNotSampled=AlwaysOffSampler';
+    const ratio = (root: string, remote: string) =>
+      `ParentBased{root=TraceIdRatioBased{${root}}, remoteParentSampled=RandomRatioSampler{${remote}}, remoteParentNotSampled=RandomRatioSampler{${remote}}, ${local}}`;
+    assert.equal(described(half), ratio('0.5', '0.5'));
+    assert.equal(described({ ...half, OTEL_TRACES_SAMPLER: 'traceidratio' }), ratio('0.5', '0.5'));
+    for (const arg of ['2', '-0.5', ' ', 'half']) {
+      assert.equal(described({ ...half, OTEL_TRACES_SAMPLER_ARG: arg }), ratio('1', '1'), `ratio "${arg}"`);
+    }
+    assert.equal(described({ ...half, OTEL_TRACES_SAMPLER_ARG: ' 0.25 ' }), ratio('0.25', '0.25'));
+    assert.equal(described({ ...half, OTEL_TRACES_SAMPLER_ARG: '0' }), ratio('0', '0'));
+    for (const env of [
+      {},
+      { OTEL_TRACES_SAMPLER: 'always_on' },
+      { OTEL_TRACES_SAMPLER: 'nonsense' },
+    ] as Record<string, string>[]) {
+      assert.equal(
+        described(env),
+        `ParentBased{root=AlwaysOnSampler, remoteParentSampled=AlwaysOnSampler, remoteParentNotSampled=AlwaysOnSampler, ${local}}`,
+        JSON.stringify(env),
+      );
+    }
+    assert.equal(
+      described({ OTEL_TRACES_SAMPLER: 'always_off' }),
+      `ParentBased{root=AlwaysOffSampler, remoteParentSampled=AlwaysOffSampler, remoteParentNotSampled=AlwaysOffSampler, ${local}}`,
+    );
+  });
+
+  test('when the ratio is negative or blank, then it is 1, as the SDK takes it: a caller not sampled is still kept', () => {
+    for (const arg of ['-0.5', ' ']) {
+      assert.equal(
+        decide({ ...half, OTEL_TRACES_SAMPLER_ARG: arg }, 0.999, remoteNot),
+        sampled,
+        `ratio "${arg}"`,
+      );
+    }
+  });
+
   test('when the length variables are read, then the span one first, then the general one, each only as a positive whole number', () => {
     assert.equal(attributeValueLengthLimit({}), 2048);
     assert.equal(attributeValueLengthLimit({ OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: ' 300 ' }), 300);
@@ -320,6 +362,106 @@ describe('a delivery attempt’s span', () => {
     assert.ok(
       otlp.spans.every((span) => !JSON.stringify(span.attributes).includes('secret')),
       'no span carries the token',
+    );
+  });
+});
+
+describe('what tracing names itself, and the cause it gives a change', () => {
+  test('when tracing starts, then its spans come from the service animal-store at this version and its tracer of the same name; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES take precedence', async () => {
+    const resourceOf = async (env: Record<string, string>) => {
+      const tracing = tracingWith(env);
+      const span = tracing.tracer.startSpan('named');
+      span.end();
+      await tracing.shutdown();
+      const [exported] = spansOf(span.spanContext().traceId);
+      return { resource: exported?.resource, scope: exported?.scope };
+    };
+    const own = await resourceOf({});
+    assert.deepEqual(
+      [own.resource?.['service.name'], own.resource?.['service.version'], own.scope],
+      ['animal-store', VERSION, { name: 'animal-store', version: VERSION }],
+    );
+    const named = await resourceOf({
+      OTEL_SERVICE_NAME: 'animal-store-eu',
+      OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=staging,service.version=9.9.9',
+    });
+    assert.deepEqual(
+      [
+        named.resource?.['service.name'],
+        named.resource?.['service.version'],
+        named.resource?.['deployment.environment.name'],
+      ],
+      ['animal-store-eu', '9.9.9', 'staging'],
+    );
+  });
+
+  test('when a change is made in a recorded span, then its cause is that span’s traceparent; outside any span, or in a span the sampler left out, it has none', async () => {
+    const on = tracingWith({});
+    assert.equal(eventCause(), undefined, 'outside any span');
+    const recorded = on.tracer.startActiveSpan('change', (span) => {
+      const cause = eventCause();
+      span.end();
+      return { cause, ids: span.spanContext() };
+    });
+    assert.equal(recorded.cause, `00-${recorded.ids.traceId}-${recorded.ids.spanId}-01`);
+    const caller = trace.setSpanContext(ROOT_CONTEXT, {
+      traceId: newTraceId(),
+      spanId: CALLER_SPAN,
+      traceFlags: TraceFlags.NONE,
+      isRemote: true,
+    });
+    assert.equal(
+      context.with(caller, () => eventCause()),
+      undefined,
+      'a caller’s span not sampled is not recorded here',
+    );
+    await on.shutdown();
+    const off = tracingWith({ OTEL_TRACES_SAMPLER: 'always_off' });
+    const dropped = off.tracer.startActiveSpan('change', (span) => {
+      const seen = { cause: eventCause(), recording: span.isRecording() };
+      span.end();
+      return seen;
+    });
+    assert.deepEqual(dropped, { cause: undefined, recording: false });
+    await off.shutdown();
+  });
+});
+
+describe('a stop while the collector is away', () => {
+  test('when the collector does not answer, then the stop gives up at SHUTDOWN_EXPORT_MS (2 s, on a mocked clock), not a moment before, and says so; the span goes once it answers', async (t) => {
+    const tracing = tracingWith({});
+    const held = tracing.tracer.startSpan('held by the collector');
+    held.end();
+    const release = otlp.hold();
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    try {
+      let outcome: string | undefined;
+      const stopped = tracing.shutdown().then(
+        () => {
+          outcome = 'exported';
+        },
+        (error: Error) => {
+          outcome = error.message;
+        },
+      );
+      const turn = () => new Promise((resolve) => setImmediate(resolve));
+      await turn();
+      t.mock.timers.tick(SHUTDOWN_EXPORT_MS - 1);
+      await turn();
+      assert.equal(outcome, undefined, 'still waiting for the collector');
+      t.mock.timers.tick(1);
+      await stopped;
+      assert.equal(SHUTDOWN_EXPORT_MS, 2_000);
+      assert.equal(outcome, 'the last spans were not exported within 2000 ms');
+    } finally {
+      t.mock.timers.reset();
+      release();
+    }
+    // Once the collector answers, the stop under way ends, and the span was exported after all.
+    await tracing.shutdown();
+    assert.deepEqual(
+      spansOf(held.spanContext().traceId).map((span) => span.name),
+      ['held by the collector'],
     );
   });
 });
