@@ -233,15 +233,21 @@ function countingStore(store: ApiKeyStore) {
   return { store: counted, reads };
 }
 
-describe('isLiveKey: whether a token from a refused address is a live key', () => {
-  let storage: SqliteStorage;
+/** A new SQLite database in memory for each test of the describe block that calls it, closed after. */
+function memoryStorageEach(): () => SqliteStorage {
+  let storage: SqliteStorage | undefined;
   beforeEach(() => {
     storage = new SqliteStorage(':memory:', { timeoutMs: 1_000 });
   });
-  afterEach(() => storage.close());
+  afterEach(() => storage?.close());
+  return () => storage as SqliteStorage;
+}
+
+describe('isLiveKey: whether a token from a refused address is a live key', () => {
+  const storage = memoryStorageEach();
 
   test('when a token is empty or longer than 512 characters, then it is not live, answered at once with no read', () => {
-    const { store, reads } = countingStore(storage.apiKeys);
+    const { store, reads } = countingStore(storage().apiKeys);
     const verifier = new ApiKeyVerifier(store, ['x'.repeat(513)], () => NOW);
     assert.equal(verifier.isLiveKey(''), false);
     // Even a configured key of 513 characters: no key is that long.
@@ -250,7 +256,7 @@ describe('isLiveKey: whether a token from a refused address is a live key', () =
   });
 
   test('when a configured key is sent, then it is live at once (512 characters too), with no read', () => {
-    const { store, reads } = countingStore(storage.apiKeys);
+    const { store, reads } = countingStore(storage().apiKeys);
     const longest = 'k'.repeat(512);
     const verifier = new ApiKeyVerifier(store, ['configured-key-0123456789', longest], () => NOW);
     assert.equal(verifier.isLiveKey('configured-key-0123456789'), true);
@@ -259,13 +265,13 @@ describe('isLiveKey: whether a token from a refused address is a live key', () =
   });
 
   test('when stored keys are asked about, then only active ones are live: not a revoked one, an expired one, or an unknown token', async () => {
-    const { store, reads } = countingStore(storage.apiKeys);
+    const { store, reads } = countingStore(storage().apiKeys);
     const active = newApiKey('active', NOW);
     const expiring = newApiKey('expiring', NOW, { expiresAt: new Date(NOW.getTime() + 60_000) });
     const expired = newApiKey('expired', NOW, { expiresAt: NOW });
     const revoked = newApiKey('revoked', NOW);
-    for (const key of [active, expiring, expired, revoked]) await storage.apiKeys.insert(key.record);
-    assert.equal(await storage.apiKeys.revoke(revoked.record.id, NOW), true);
+    for (const key of [active, expiring, expired, revoked]) await storage().apiKeys.insert(key.record);
+    assert.equal(await storage().apiKeys.revoke(revoked.record.id, NOW), true);
     const verifier = new ApiKeyVerifier(store, ['configured-key-0123456789'], () => NOW);
 
     const first = verifier.isLiveKey(active.secret);
@@ -282,9 +288,9 @@ describe('isLiveKey: whether a token from a refused address is a live key', () =
   });
 
   test('when an unknown token comes first, then it is not live, and the keys read for it answer the next tokens', async () => {
-    const { store, reads } = countingStore(storage.apiKeys);
+    const { store, reads } = countingStore(storage().apiKeys);
     const key = newApiKey('stored', NOW);
-    await storage.apiKeys.insert(key.record);
+    await storage().apiKeys.insert(key.record);
     const verifier = new ApiKeyVerifier(store, [], () => NOW);
     assert.equal(await verifier.isLiveKey('not-a-key'), false);
     assert.equal(verifier.isLiveKey(key.secret), true);
@@ -292,9 +298,9 @@ describe('isLiveKey: whether a token from a refused address is a live key', () =
   });
 
   test('when several tokens arrive while the live keys are being read, then they share that one read', async () => {
-    const { store, reads } = countingStore(storage.apiKeys);
+    const { store, reads } = countingStore(storage().apiKeys);
     const key = newApiKey('stored', NOW);
-    await storage.apiKeys.insert(key.record);
+    await storage().apiKeys.insert(key.record);
     const verifier = new ApiKeyVerifier(store, [], () => NOW);
     const answers = await Promise.all([
       verifier.isLiveKey(key.secret),
@@ -306,17 +312,17 @@ describe('isLiveKey: whether a token from a refused address is a live key', () =
   });
 
   test('when KEY_CACHE_TTL_MS has passed since the read, then the keys are read again: a key created or revoked since (on another node) is known from then on, not a moment before', async () => {
-    const { store, reads } = countingStore(storage.apiKeys);
+    const { store, reads } = countingStore(storage().apiKeys);
     const clock = { now: NOW };
     const verifier = new ApiKeyVerifier(store, [], () => clock.now);
     const old = newApiKey('old', NOW);
-    await storage.apiKeys.insert(old.record);
+    await storage().apiKeys.insert(old.record);
     assert.equal(await verifier.isLiveKey(old.secret), true);
     assert.equal(reads.list, 1);
 
     const created = newApiKey('created elsewhere', NOW);
-    await storage.apiKeys.insert(created.record);
-    assert.equal(await storage.apiKeys.revoke(old.record.id, NOW), true);
+    await storage().apiKeys.insert(created.record);
+    assert.equal(await storage().apiKeys.revoke(old.record.id, NOW), true);
     clock.now = new Date(NOW.getTime() + KEY_CACHE_TTL_MS - 1);
     assert.equal(verifier.isLiveKey(created.secret), false, 'the read is still trusted');
     assert.equal(verifier.isLiveKey(old.secret), true, 'the read is still trusted');
@@ -331,7 +337,7 @@ describe('isLiveKey: whether a token from a refused address is a live key', () =
 
     // The next read is trusted for KEY_CACHE_TTL_MS from the instant it was made, and then read again.
     const later = newApiKey('later', NOW);
-    await storage.apiKeys.insert(later.record);
+    await storage().apiKeys.insert(later.record);
     clock.now = new Date(NOW.getTime() + 2 * KEY_CACHE_TTL_MS - 1);
     assert.equal(verifier.isLiveKey(later.secret), false);
     clock.now = new Date(NOW.getTime() + 2 * KEY_CACHE_TTL_MS);
@@ -340,23 +346,23 @@ describe('isLiveKey: whether a token from a refused address is a live key', () =
   });
 
   test('when a key expires between reads, then it is live until the read made at or after its expiry', async () => {
-    const { store } = countingStore(storage.apiKeys);
+    const { store } = countingStore(storage().apiKeys);
     const clock = { now: NOW };
     const verifier = new ApiKeyVerifier(store, [], () => clock.now);
     const key = newApiKey('short', NOW, { expiresAt: new Date(NOW.getTime() + KEY_CACHE_TTL_MS) });
-    await storage.apiKeys.insert(key.record);
+    await storage().apiKeys.insert(key.record);
     assert.equal(await verifier.isLiveKey(key.secret), true);
     clock.now = new Date(NOW.getTime() + KEY_CACHE_TTL_MS);
     assert.equal(await verifier.isLiveKey(key.secret), false);
   });
 
   test('when a verifier has no clock of its own, then it judges by the time of day', async () => {
-    const { store } = countingStore(storage.apiKeys);
+    const { store } = countingStore(storage().apiKeys);
     const future = newApiKey('future', NOW, { expiresAt: new Date('2999-01-01T00:00:00Z') });
     const past = newApiKey('past', new Date('2000-01-01T00:00:00Z'), {
       expiresAt: new Date('2000-01-02T00:00:00Z'),
     });
-    for (const key of [future, past]) await storage.apiKeys.insert(key.record);
+    for (const key of [future, past]) await storage().apiKeys.insert(key.record);
     const uses: number[] = [];
     const verifier = new ApiKeyVerifier(store, [], undefined, (_hash, at) => uses.push(at.getTime()));
     assert.equal(await verifier.isLiveKey(future.secret), true);
@@ -371,14 +377,10 @@ describe('isLiveKey: whether a token from a refused address is a live key', () =
 });
 
 describe('stillLive: which callers authenticated earlier are still live keys', () => {
-  let storage: SqliteStorage;
-  beforeEach(() => {
-    storage = new SqliteStorage(':memory:', { timeoutMs: 1_000 });
-  });
-  afterEach(() => storage.close());
+  const storage = memoryStorageEach();
 
   test('when only configured keys are asked about, then they are live, with no read', async () => {
-    const { store, reads } = countingStore(storage.apiKeys);
+    const { store, reads } = countingStore(storage().apiKeys);
     const verifier = new ApiKeyVerifier(store, ['configured-key-0123456789'], () => NOW);
     const configured = hashApiKey('configured-key-0123456789');
     assert.deepEqual(await verifier.stillLive([configured]), new Set([configured]));
@@ -387,14 +389,14 @@ describe('stillLive: which callers authenticated earlier are still live keys', (
   });
 
   test('when stored keys are asked about, then the active ones are live by the verifier clock, read from the store every time: not a revoked, expired or unknown one', async () => {
-    const { store, reads } = countingStore(storage.apiKeys);
+    const { store, reads } = countingStore(storage().apiKeys);
     const clock = { now: NOW };
     const verifier = new ApiKeyVerifier(store, ['configured-key-0123456789'], () => clock.now);
     const active = newApiKey('active', NOW);
     const expiring = newApiKey('expiring', NOW, { expiresAt: new Date(NOW.getTime() + 1) });
     const revoked = newApiKey('revoked', NOW);
-    for (const key of [active, expiring, revoked]) await storage.apiKeys.insert(key.record);
-    await storage.apiKeys.revoke(revoked.record.id, NOW);
+    for (const key of [active, expiring, revoked]) await storage().apiKeys.insert(key.record);
+    await storage().apiKeys.revoke(revoked.record.id, NOW);
     const configured = hashApiKey('configured-key-0123456789');
     const unknown = hashApiKey('not-a-key');
     const asked = [configured, active.record.hash, expiring.record.hash, revoked.record.hash, unknown];
@@ -404,7 +406,7 @@ describe('stillLive: which callers authenticated earlier are still live keys', (
     );
     assert.equal(reads.list, 1);
     clock.now = new Date(NOW.getTime() + 1);
-    await storage.apiKeys.revoke(active.record.id, NOW);
+    await storage().apiKeys.revoke(active.record.id, NOW);
     assert.deepEqual(await verifier.stillLive(asked), new Set([configured]), 'no earlier read is remembered');
     assert.equal(reads.list, 2);
   });
@@ -430,16 +432,12 @@ describe('authenticate: a token that cannot be a key', () => {
 });
 
 describe('ensureFirstApiKey: the key the first start creates', () => {
-  let storage: SqliteStorage;
-  beforeEach(() => {
-    storage = new SqliteStorage(':memory:', { timeoutMs: 1_000 });
-  });
-  afterEach(() => storage.close());
+  const storage = memoryStorageEach();
 
   test('when no key exists and none is configured, then one key with every scope is stored and its secret returned; the next start creates none', async () => {
-    const secret = await ensureFirstApiKey(storage.apiKeys, [], NOW);
+    const secret = await ensureFirstApiKey(storage().apiKeys, [], NOW);
     assert.match(secret ?? '', /^pst_[A-Za-z0-9_-]{43}$/);
-    const keys = await storage.apiKeys.list();
+    const keys = await storage().apiKeys.list();
     assert.equal(keys.length, 1);
     assert.deepEqual(
       {
@@ -457,22 +455,22 @@ describe('ensureFirstApiKey: the key the first start creates', () => {
         expiresAt: undefined,
       },
     );
-    assert.equal(await ensureFirstApiKey(storage.apiKeys, [], NOW), undefined);
-    assert.equal(await storage.apiKeys.count(), 1);
+    assert.equal(await ensureFirstApiKey(storage().apiKeys, [], NOW), undefined);
+    assert.equal(await storage().apiKeys.count(), 1);
   });
 
   test('when a key is configured (PETSTORE_API_KEYS), then none is created, even in an empty store', async () => {
-    assert.equal(await ensureFirstApiKey(storage.apiKeys, ['configured-key-0123456789'], NOW), undefined);
-    assert.equal(await storage.apiKeys.count(), 0);
+    assert.equal(await ensureFirstApiKey(storage().apiKeys, ['configured-key-0123456789'], NOW), undefined);
+    assert.equal(await storage().apiKeys.count(), 0);
   });
 
   test('when a stored key exists, even a revoked one, then none is created', async () => {
     const key = newApiKey('existing', NOW);
-    await storage.apiKeys.insert(key.record);
-    await storage.apiKeys.revoke(key.record.id, NOW);
-    assert.equal(await ensureFirstApiKey(storage.apiKeys, [], NOW), undefined);
+    await storage().apiKeys.insert(key.record);
+    await storage().apiKeys.revoke(key.record.id, NOW);
+    assert.equal(await ensureFirstApiKey(storage().apiKeys, [], NOW), undefined);
     assert.deepEqual(
-      (await storage.apiKeys.list()).map((stored) => stored.id),
+      (await storage().apiKeys.list()).map((stored) => stored.id),
       [key.record.id],
     );
   });
