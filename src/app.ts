@@ -1,6 +1,6 @@
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { SchemaObject } from 'ajv';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import {
   deleteOldEvents,
   deliverInBackground,
@@ -63,7 +63,7 @@ import { WEBHOOK_SCHEMAS } from './http/schemas/webhook.js';
 import { loggerOptions } from './logging.js';
 import { MemoryBuckets } from './rate-limit/memory-buckets.js';
 import { redisWanted, type SharedRedis } from './redis.js';
-import { replicaReads } from './storage/replica-reads.js';
+import { type ReplicaChange, type ReplicaReads, replicaReads } from './storage/replica-reads.js';
 import type { Tracing } from './tracing/tracing.js';
 
 export interface AppOptions {
@@ -120,31 +120,7 @@ export async function buildApp({
 }: AppOptions) {
   if (redisWanted(config) && !redis)
     throw new Error('REDIS_URL is set and used: buildApp needs the Redis opened for it (openRedis)');
-  // The service's own logger, unless one was given: its request lines are written as text (request-log.ts).
-  const ownLogger = logger === undefined ? await loggerOptions(config) : undefined;
-  const app = Fastify({
-    ...(logger && typeof (logger as { info?: unknown }).info === 'function'
-      ? { loggerInstance: logger as FastifyServerOptions['loggerInstance'] }
-      : { logger: (logger as FastifyServerOptions['logger']) ?? ownLogger }),
-    bodyLimit: config.bodyLimit,
-    serverFactory: httpServer(config),
-    return503OnClosing: false, // see installDraining
-    logController: new RequestLog(config.logRequests),
-    // Each request's logger is made on first use: the request line alone needs none (request-logger.ts).
-    childLoggerFactory: (logger, bindings, options) => new RequestLogger(logger, bindings, options),
-    requestIdHeader: false, // taken by genReqId only once validated
-    genReqId: requestIdFor,
-    // request.ip: the connecting address, or behind these proxies the client their X-Forwarded-For names.
-    trustProxy: config.trustedProxies.length > 0 ? config.trustedProxies : false,
-    // Long enough that any petId reaches its own validation (Node caps a request head at 16 KiB anyway).
-    routerOptions: { maxParamLength: 16 * 1024 },
-    schemaController: { compilersFactory: { buildSerializer: buildSharedSerializers } },
-    schemaErrorFormatter: (errors, httpPart) => new Error(describeValidationErrors(errors, httpPart)),
-    // Errors found before routing (a malformed URL) take the same Error body as every other.
-    frameworkErrors: (error, _request, reply) => sendError(reply, toApiError(error)),
-    // ...and so do bytes Node's HTTP parser refuses before they become a request.
-    clientErrorHandler: answerClientError,
-  }).withTypeProvider<TypeBoxTypeProvider>();
+  const app = Fastify(await fastifyOptions(config, logger)).withTypeProvider<TypeBoxTypeProvider>();
 
   app.server.on('connect', answerConnect);
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
@@ -176,17 +152,9 @@ export async function buildApp({
   const metrics = new ServiceMetrics(storage);
   // Whichever part fails (the connection, the write positions), logged once per outage and counted.
   redis?.health.report({ log: app.log, errors: metrics.redisErrors });
-  // One line per change of a replica's state, never one per query.
   // Only PostgreSQL with DATABASE_REPLICA_URLS reads from replicas (replica-reads.ts).
   const replicas = replicaReads(storage);
-  replicas?.watch((change) =>
-    change.setAside
-      ? app.log.warn(
-          { replica: change.replica, err: change.error },
-          `database replica ${change.replica} set aside: reads go elsewhere; probed again in a few seconds`,
-        )
-      : app.log.info({ replica: change.replica }, `database replica ${change.replica} answers again: in use`),
-  );
+  replicas?.watch(logReplicaChange(app.log));
   metrics.watchConnections(app.server as GuardedServer);
   await app.register(metricsEndpoint, { metrics, route: config.metrics === undefined });
   // One wrapper per store around every call the app makes: errors counted, outages logged, and with
@@ -209,6 +177,67 @@ export async function buildApp({
   pruneExpiredIdempotencyKeys(app, () => pruneIdempotencyKeys(store.idempotency, now()));
   const buckets = await openTokenBuckets(config, app, now, redis);
   const feed = new EventFeed(store.events);
+  const streams = openEventStreams(app, { config, store, replicas, metrics, verifier, buckets });
+  const endpoints = webhookEndpoints(config, store, cursorSecret, now);
+  deleteOldEvents(app, store, config.eventRetentionDays, now);
+
+  await app.register(healthRoutes, { storage, now });
+  if (role === 'all' && deliveryThread) deliverOnThread(app, config, metrics);
+  else if (role !== 'api') deliverInBackground(app, config, store, metrics, now, tracing);
+  if (servesApi) {
+    const forRoutes = { catalog, orders, feed, streams, endpoints, links };
+    const forChecks = { config, now, verifier, buckets, metrics, scopeReads: replicas !== undefined };
+    await app.register(v1Api, { ...forChecks, ...forRoutes, prefix: '/v1' });
+  }
+  await app.ready();
+  return app;
+}
+
+/** Fastify's options: the logger, the HTTP server, and how requests are identified, logged and refused. */
+async function fastifyOptions(config: Config, logger: AppOptions['logger']): Promise<FastifyServerOptions> {
+  // The service's own logger, unless one was given: its request lines are written as text (request-log.ts).
+  const ownLogger = logger === undefined ? await loggerOptions(config) : undefined;
+  return {
+    ...(logger && typeof (logger as { info?: unknown }).info === 'function'
+      ? { loggerInstance: logger as FastifyServerOptions['loggerInstance'] }
+      : { logger: (logger as FastifyServerOptions['logger']) ?? ownLogger }),
+    bodyLimit: config.bodyLimit,
+    serverFactory: httpServer(config),
+    return503OnClosing: false, // see installDraining
+    logController: new RequestLog(config.logRequests),
+    // Each request's logger is made on first use: the request line alone needs none (request-logger.ts).
+    childLoggerFactory: (logger, bindings, options) => new RequestLogger(logger, bindings, options),
+    requestIdHeader: false, // taken by genReqId only once validated
+    genReqId: requestIdFor,
+    // request.ip: the connecting address, or behind these proxies the client their X-Forwarded-For names.
+    trustProxy: config.trustedProxies.length > 0 ? config.trustedProxies : false,
+    // Long enough that any petId reaches its own validation (Node caps a request head at 16 KiB anyway).
+    routerOptions: { maxParamLength: 16 * 1024 },
+    schemaController: { compilersFactory: { buildSerializer: buildSharedSerializers } },
+    schemaErrorFormatter: (errors, httpPart) => new Error(describeValidationErrors(errors, httpPart)),
+    // Errors found before routing (a malformed URL) take the same Error body as every other.
+    frameworkErrors: (error, _request, reply) => sendError(reply, toApiError(error)),
+    // ...and so do bytes Node's HTTP parser refuses before they become a request.
+    clientErrorHandler: answerClientError,
+  };
+}
+
+/** One line per change of a replica's state, never one per query. */
+function logReplicaChange(log: FastifyBaseLogger): (change: ReplicaChange) => void {
+  return (change) =>
+    change.setAside
+      ? log.warn(
+          { replica: change.replica, err: change.error },
+          `database replica ${change.replica} set aside: reads go elsewhere; probed again in a few seconds`,
+        )
+      : log.info({ replica: change.replica }, `database replica ${change.replica} answers again: in use`);
+}
+
+/** The live event streams (GET /v1/events as text/event-stream), closed when the app closes. */
+function openEventStreams(
+  app: FastifyInstance,
+  { config, store, replicas, metrics, verifier, buckets }: EventStreamParts,
+): EventStreams {
   const streams = new EventStreams({
     live: new LiveEvents(store.events, {
       onError: (error) => app.log.warn({ err: error }, 'reading events for the live streams failed'),
@@ -225,7 +254,28 @@ export async function buildApp({
     ...config.eventStreams,
   });
   app.addHook('onClose', async () => streams.closeAll());
-  const endpoints = new WebhookEndpoints(
+  return streams;
+}
+
+/** What the live streams are built from. */
+interface EventStreamParts {
+  config: Config;
+  /** The instrumented store. */
+  store: Storage;
+  replicas: ReplicaReads | undefined;
+  metrics: ServiceMetrics;
+  verifier: ApiKeyVerifier;
+  buckets: TokenBuckets | undefined;
+}
+
+/** The webhook use cases, each listing paged by a cursor of its own scope. */
+function webhookEndpoints(
+  config: Config,
+  store: Storage,
+  cursorSecret: Buffer,
+  now: () => Date,
+): WebhookEndpoints {
+  return new WebhookEndpoints(
     store.webhookEndpoints,
     store.deliveries,
     config.webhooks.policy,
@@ -238,43 +288,53 @@ export async function buildApp({
     config.webhooks.maxEndpoints,
     config.eventRetentionDays,
   );
-  deleteOldEvents(app, store, config.eventRetentionDays, now);
-
-  await app.register(healthRoutes, { storage, now });
-  if (role === 'all' && deliveryThread) deliverOnThread(app, config, metrics);
-  else if (role !== 'api') deliverInBackground(app, config, store, metrics, now, tracing);
-  if (servesApi) {
-    await app.register(
-      async (v1) => {
-        // Shed load before anything costs work, then know the caller, then count it (each plugin's
-        // dependencies say so too).
-        await v1.register(shedLoad, { overload: config.overload });
-        await v1.register(authentication, {
-          verifier,
-          // The service's clock, which tests set: how long an address waits is a matter of time.
-          failures: config.authFailures
-            ? new AuthFailureLimiter(config.authFailures, () => now().getTime())
-            : undefined,
-        });
-        // Right after knowing the caller, before anything is validated or counted: 403 without the scope.
-        await v1.register(scopes);
-        // Whose reads these are, for read-your-writes on replicas (the PostgreSQL adapter reads it). Only
-        // with replicas: on Node.js 20 an AsyncLocalStorage in use costs every promise of the process.
-        if (replicas) await v1.register(readScope);
-        await v1.register(rateLimit, { buckets, policy: config.rateLimit, metrics });
-        // Last before the routes: a 304 is decided once every check above has passed.
-        await v1.register(conditionalRequests);
-        await v1.register(petRoutes, { catalog, links, now });
-        await v1.register(orderRoutes, { orders, links });
-        await v1.register(eventRoutes, { feed, links, streams });
-        await v1.register(webhookRoutes, { endpoints, links });
-      },
-      { prefix: '/v1' },
-    );
-  }
-  await app.ready();
-  return app;
 }
+
+/** What /v1 is served with: what its request checks need, and the use cases its routes call. */
+interface V1ApiOptions {
+  config: Config;
+  now: () => Date;
+  verifier: ApiKeyVerifier;
+  buckets: TokenBuckets | undefined;
+  metrics: ServiceMetrics;
+  /** Reads may go to replicas: each request's reads are scoped for read-your-writes. */
+  scopeReads: boolean;
+  catalog: PetCatalog;
+  orders: StoreOrders;
+  feed: EventFeed;
+  streams: EventStreams;
+  endpoints: WebhookEndpoints;
+  links: Links;
+}
+
+/** The API under /v1: its request checks in their order, then its routes. */
+const v1Api: FastifyPluginAsyncTypebox<V1ApiOptions> = async (
+  v1,
+  { config, now, verifier, buckets, metrics, scopeReads, catalog, orders, feed, streams, endpoints, links },
+) => {
+  // Shed load before anything costs work, then know the caller, then count it (each plugin's
+  // dependencies say so too).
+  await v1.register(shedLoad, { overload: config.overload });
+  await v1.register(authentication, {
+    verifier,
+    // The service's clock, which tests set: how long an address waits is a matter of time.
+    failures: config.authFailures
+      ? new AuthFailureLimiter(config.authFailures, () => now().getTime())
+      : undefined,
+  });
+  // Right after knowing the caller, before anything is validated or counted: 403 without the scope.
+  await v1.register(scopes);
+  // Whose reads these are, for read-your-writes on replicas (the PostgreSQL adapter reads it). Only
+  // with replicas: on Node.js 20 an AsyncLocalStorage in use costs every promise of the process.
+  if (scopeReads) await v1.register(readScope);
+  await v1.register(rateLimit, { buckets, policy: config.rateLimit, metrics });
+  // Last before the routes: a 304 is decided once every check above has passed.
+  await v1.register(conditionalRequests);
+  await v1.register(petRoutes, { catalog, links, now });
+  await v1.register(orderRoutes, { orders, links });
+  await v1.register(eventRoutes, { feed, links, streams });
+  await v1.register(webhookRoutes, { endpoints, links });
+};
 
 /** Where rate-limit buckets live (Redis when REDIS_URL is set), or undefined when limiting is off. */
 async function openTokenBuckets(
