@@ -11,17 +11,17 @@
  * one line per measurement.
  */
 import { parseArgs } from 'node:util';
-import { adminQuery, createDatabase, type ThrowawayDatabase } from '../support/postgres-admin.js';
+import type { ThrowawayDatabase } from '../support/postgres-admin.js';
 import { startRole } from './delivery-lag.js';
 import { ensureWrk, runLoad } from './load.js';
 import {
   BENCH_POSTGRES_URL,
+  benchDatabase,
   CLI,
   cpuMicros,
   LAST_CPU,
   runToEnd,
   serviceEnv,
-  sqliteDatabase,
   stop,
 } from './processes.js';
 
@@ -41,11 +41,8 @@ const KEY = 'create-cost-key-0123456789abcdef';
 /** The service's CPU; wrk runs on the last one. */
 const SERVICE_CPU = '0';
 
-async function newDatabase(): Promise<ThrowawayDatabase> {
-  if (args.backend === 'sqlite') return sqliteDatabase();
-  await adminQuery(args['postgres-url'], 'SELECT 1');
-  return createDatabase(args['postgres-url'], 'petstore_create_path');
-}
+const newDatabase = (): Promise<ThrowawayDatabase> =>
+  benchDatabase(args.backend, args['postgres-url'], 'petstore_create_path');
 
 /** One measurement: µs of the API process's CPU per create, and the creates measured. */
 async function measure(endpoints: 0 | 1): Promise<{ micros: number; creates: number }> {

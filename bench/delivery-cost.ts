@@ -14,17 +14,17 @@
 import type { ChildProcess } from 'node:child_process';
 import { spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
-import { adminQuery, createDatabase, type ThrowawayDatabase } from '../support/postgres-admin.js';
+import type { ThrowawayDatabase } from '../support/postgres-admin.js';
 import { Receiver, startRole } from './delivery-lag.js';
 import {
   BENCH_POSTGRES_URL,
+  benchDatabase,
   CLI,
   cpuMicros,
   LAST_CPU,
   ROOT,
   runToEnd,
   serviceEnv,
-  sqliteDatabase,
   stop,
   TSX,
 } from './processes.js';
@@ -46,11 +46,8 @@ const { values: args } = parseArgs({
 const N = Number(args.deliveries);
 const KEY = 'delivery-cost-key-0123456789abcdef';
 
-async function newDatabase(): Promise<ThrowawayDatabase> {
-  if (args.backend === 'sqlite') return sqliteDatabase();
-  await adminQuery(args['postgres-url'], 'SELECT 1');
-  return createDatabase(args['postgres-url'], 'petstore_delivery_cost');
-}
+const newDatabase = (): Promise<ThrowawayDatabase> =>
+  benchDatabase(args.backend, args['postgres-url'], 'petstore_delivery_cost');
 
 /** One round with one build: µs of the deliver process's CPU per delivery, and deliveries per second. */
 async function round(cli: string): Promise<{ micros: number; perSecond: number }> {

@@ -9,7 +9,7 @@ import { createServer } from 'node:net';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { ThrowawayDatabase } from '../support/postgres-admin.js';
+import { adminQuery, createDatabase, type ThrowawayDatabase } from '../support/postgres-admin.js';
 
 export const ROOT = fileURLToPath(new URL('../', import.meta.url));
 export const TSX = ['--import', 'tsx'];
@@ -76,6 +76,21 @@ export function seedDatabase(env: NodeJS.ProcessEnv, size: number, cli = CLI): v
 export function sqliteDatabase(): ThrowawayDatabase {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-bench-'));
   return { url: `sqlite:${join(dir, 'bench.db')}`, drop: async () => rmSync(dir, { recursive: true }) };
+}
+
+/**
+ * A database of its own on `backend` (a tool's --backend): a SQLite file, or a PostgreSQL database named
+ * after `name` on the server of `postgresUrl` (--postgres-url), which must answer first.
+ */
+export async function benchDatabase(
+  backend: string | undefined,
+  postgresUrl: string,
+  name: string,
+): Promise<ThrowawayDatabase> {
+  if (backend === 'sqlite') return sqliteDatabase();
+  if (backend !== 'postgres') throw new Error(`--backend is sqlite or postgres, not ${backend}`);
+  await adminQuery(postgresUrl, 'SELECT 1');
+  return createDatabase(postgresUrl, name);
 }
 
 export async function waitUntilUp(url: string, child: ChildProcess, key: string): Promise<void> {

@@ -1,10 +1,12 @@
 /**
  * Builds, or settings, measured at the same moment: `npm run bench -- side-by-side [--scenario get]
- * [--rounds 7] [--seconds 3] [--apart] NAME=<cli>[@VAR=value,VAR=value] …`, e.g.
+ * [--rounds 7] [--seconds 3] [--apart] [--backend sqlite|postgres] [--postgres-url URL]
+ * NAME=<cli>[@VAR=value,VAR=value] …`, e.g.
  * `SHIPPED=dist/cli/main.js NO_LINES=dist/cli/main.js@LOG_REQUESTS=false OLD=/tmp/old/dist/cli/main.js`.
  *
  * Each NAME is a `petstore serve` of that CLI (a build of this repository, or a copy of one with a part
- * taken away) with those variables, on a SQLite database of its own seeded with 10,000 pets, pinned to
+ * taken away) with those variables, on a database of its own (SQLite, or with --backend postgres a
+ * PostgreSQL database of its own on one server) seeded with 10,000 pets alike, pinned to
  * CPU 0 with the Fastify floor (bench/fastify-floor.ts). In every round all of them are loaded at once,
  * each by its own wrk (32 connections, pinned to the last CPU): on a shared machine whose speed changes
  * from one second to the next (the floor's CPU per request moved from 32 to 68 µs within an hour,
@@ -17,15 +19,16 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
-import { runLoad } from './load.js';
+import { ensureWrk, runLoad } from './load.js';
 import {
+  BENCH_POSTGRES_URL,
+  benchDatabase,
   cpuMicros,
   freePort,
   LAST_CPU,
   pinProcess,
   seedDatabase,
   serviceEnv,
-  sqliteDatabase,
   startScript,
   stop,
   waitUntilUp,
@@ -40,6 +43,8 @@ const { values: args, positionals } = parseArgs({
     rounds: { type: 'string', default: '7' },
     seconds: { type: 'string', default: '3' },
     apart: { type: 'boolean', default: false },
+    backend: { type: 'string', default: 'sqlite' },
+    'postgres-url': { type: 'string', default: BENCH_POSTGRES_URL },
   },
 });
 const scenario = args.scenario as Scenario;
@@ -73,6 +78,7 @@ const pin = (pid: number) => pinProcess(pid, SERVICE_CPU);
 
 async function main(): Promise<void> {
   if (positionals.length === 0) throw new Error('name at least one target: NAME=<cli>[@VAR=value,…]');
+  ensureWrk(console.error);
   const targets: Target[] = [];
   const databases: { drop(): Promise<void> }[] = [];
   try {
@@ -82,7 +88,11 @@ async function main(): Promise<void> {
     targets.push({ name: 'floor', url: floor.url, child: floor.child, cpuPerRequest: [] });
     for (const spec of positionals) {
       const { name, cli, env: variables } = parseTarget(spec);
-      const database = sqliteDatabase();
+      const database = await benchDatabase(
+        args.backend,
+        args['postgres-url'],
+        `petstore_side_${name.toLowerCase().replace(/[^a-z0-9]/g, '_')}`,
+      );
       databases.push(database);
       const port = await freePort();
       const env = serviceEnv(KEY, database.url, { PORT: String(port), ...variables });
@@ -118,7 +128,7 @@ async function main(): Promise<void> {
     }
     const floorCpu = (targets[0] as Target).cpuPerRequest;
     console.log(
-      `\n${scenario}, ${args.apart ? 'one after the other' : 'together'}, ${args.rounds} rounds of ${args.seconds} s:`,
+      `\n${scenario} on ${args.backend}, ${args.apart ? 'one after the other' : 'together'}, ${args.rounds} rounds of ${args.seconds} s:`,
     );
     for (const target of targets) {
       const multiples = target.cpuPerRequest.map((cpu, round) => cpu / (floorCpu[round] as number));
