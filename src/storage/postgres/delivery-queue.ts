@@ -30,7 +30,6 @@ import { type AttemptRow, toAttempt } from '../attempt-row.js';
 import { CreateBatcher } from '../create-batcher.js';
 import { RecoveryRefused } from '../recovery-refused.js';
 import {
-  ANY_RECOVERY,
   BEGIN_RELAXED,
   CLAIM,
   DISABLE_ENDPOINT,
@@ -43,10 +42,8 @@ import {
   PENDING,
   RECORD_ATTEMPT,
   RECORD_SUCCEEDED,
-  RECOVER_BATCH_SQL,
-  RECOVERED_TO,
+  RECOVER_STEP,
   RECOVERIES,
-  RECOVERY_DONE,
   RECOVERY_ENDPOINT,
   RELEASE_LEASES,
   RETRY_DELIVERY,
@@ -240,42 +237,24 @@ export class PostgresDeliveryQueue implements DeliveryQueue {
   }
 
   /**
-   * Each recovery's row is taken SKIP LOCKED: one node moves a recovery's batch, the others go on to
-   * the next recovery or find nothing to do.
+   * Each recovery moves on by one statement (RECOVER_STEP), which takes its row SKIP LOCKED: one node
+   * moves a recovery's batch, the others move nothing of it.
    */
   async recoverNext(now: Date, batch: number): Promise<number> {
-    const { rows: any } = await this.#pool.query({
-      name: 'webhooks_any_recovery',
-      text: ANY_RECOVERY,
+    const { rows: recoveries } = await this.#pool.query<{ endpoint_id: bigint }>({
+      name: 'webhooks_recoveries',
+      text: RECOVERIES,
     });
-    if (any.length === 0) return 0;
-    return inTransaction(
-      this.#pool,
-      async (client) => {
-        const { rows: recoveries } = await client.query<{
-          endpoint_id: bigint;
-          enabled: boolean;
-          since: Date;
-          until: Date;
-          after_event_id: bigint;
-        }>(RECOVERIES);
-        let moved = 0;
-        for (const r of recoveries) {
-          const { rows } = await client.query<{ moved: number; last: bigint | null; recovering: boolean }>({
-            name: 'webhooks_recover_batch',
-            text: RECOVER_BATCH_SQL,
-            values: [r.endpoint_id, r.after_event_id, r.since, r.until, batch, now, r.enabled],
-          });
-          const { moved: n = 0, last = null, recovering = false } = rows[0] ?? {};
-          moved += n;
-          if (last !== null) await client.query(RECOVERED_TO, [r.endpoint_id, last]);
-          // Every batch queued and each attempted, or the endpoint disabled: the recovery is over.
-          else if (!r.enabled || !recovering) await client.query(RECOVERY_DONE, [r.endpoint_id]);
-        }
-        return moved;
-      },
-      BEGIN_RELAXED,
-    );
+    let moved = 0;
+    for (const { endpoint_id } of recoveries) {
+      const { rows } = await this.#pool.query<{ moved: number }>({
+        name: 'webhooks_recover_step',
+        text: RECOVER_STEP,
+        values: [endpoint_id, batch, now],
+      });
+      moved += rows[0]?.moved ?? 0;
+    }
+    return moved;
   }
 
   async retryDelivery(endpointId: bigint, eventId: bigint, at: Date): Promise<WebhookDelivery | undefined> {

@@ -275,37 +275,45 @@ export const START_RECOVERY = `WITH counted AS (
            )
            SELECT queued, (SELECT count(*) FROM started) AS started FROM counted`;
 
-/** Whether any recovery is under way: a read, so no transaction is begun for none (nearly always). */
-export const ANY_RECOVERY = 'SELECT 1 FROM webhook_recoveries LIMIT 1';
-
-/** The recoveries under way, with whether their endpoint is enabled; each taken by one node (SKIP LOCKED). */
-export const RECOVERIES = `SELECT r.endpoint_id, w.status = 'enabled' AS enabled, r.since, r.until, r.after_event_id
-           FROM webhook_recoveries r JOIN webhook_endpoints w ON w.id = r.endpoint_id
-           FOR UPDATE OF r SKIP LOCKED`;
+/** The endpoints with a recovery under way: a read (nearly always none), each then moved on by RECOVER_STEP. */
+export const RECOVERIES = 'SELECT endpoint_id FROM webhook_recoveries ORDER BY endpoint_id';
 
 /**
- * A recovery's next batch ($5 at most) of the endpoint's failed deliveries after its cursor ($2), for
- * events in its window, moved back to pending in event order ($7: only while the endpoint is enabled);
- * and whether any it queued is still waiting for its attempt. NOTIFY wakes every node's deliverer.
+ * One step of an endpoint's recovery ($1), in one statement: its row taken SKIP LOCKED (one node moves a
+ * recovery at a time; another finds nothing and moves nothing); its next batch ($2 at most) of failed
+ * deliveries after its cursor, for events in its window, moved back to pending in event order, due at
+ * $3 (only while the endpoint is enabled); its cursor moved past them; or, with none left to move and
+ * none it queued still waiting for its attempt (or the endpoint disabled), the recovery over. Answers
+ * how many it moved; NOTIFY wakes every node's deliverer. Committed without waiting for the log's flush
+ * (see BEGIN_RELAXED).
  */
-export const RECOVER_BATCH_SQL = `WITH batch AS (
-    SELECT d.event_id FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
-    WHERE $7 AND d.endpoint_id = $1 AND d.status = 'failed' AND d.event_id > $2
-      AND e.occurred_at >= $3 AND e.occurred_at < $4
-    ORDER BY d.event_id LIMIT $5
+export const RECOVER_STEP = `WITH relaxed AS (
+    SELECT set_config('synchronous_commit', 'off', true)
+  ), recovery AS (
+    SELECT r.since, r.until, r.after_event_id, w.status = 'enabled' AS enabled
+    FROM webhook_recoveries r JOIN webhook_endpoints w ON w.id = r.endpoint_id
+    WHERE r.endpoint_id = $1
+    FOR UPDATE OF r SKIP LOCKED
+  ), batch AS (
+    SELECT d.event_id FROM recovery r
+    JOIN webhook_deliveries d ON d.endpoint_id = $1 AND d.status = 'failed' AND d.event_id > r.after_event_id
+    JOIN events e ON e.id = d.event_id AND e.occurred_at >= r.since AND e.occurred_at < r.until
+    WHERE r.enabled
+    ORDER BY d.event_id LIMIT $2
   ), moved AS (
-    UPDATE webhook_deliveries d SET status = 'pending', next_trigger = 'recover', next_attempt_at = $6,
+    UPDATE webhook_deliveries d SET status = 'pending', next_trigger = 'recover', next_attempt_at = $3,
       lease_until = NULL
     FROM batch WHERE d.endpoint_id = $1 AND d.event_id = batch.event_id
     RETURNING d.event_id
+  ), cursor_moved AS (
+    UPDATE webhook_recoveries SET after_event_id = (SELECT max(event_id) FROM moved)
+    WHERE endpoint_id = $1 AND EXISTS (SELECT 1 FROM recovery) AND EXISTS (SELECT 1 FROM moved)
+  ), ended AS (
+    DELETE FROM webhook_recoveries
+    WHERE endpoint_id = $1 AND EXISTS (SELECT 1 FROM recovery) AND NOT EXISTS (SELECT 1 FROM moved)
+      AND (NOT (SELECT enabled FROM recovery) OR NOT EXISTS (
+        SELECT 1 FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'pending' AND next_trigger = 'recover'))
   )
-  SELECT (SELECT count(*)::int FROM moved) AS moved, (SELECT max(event_id) FROM moved) AS last,
-    EXISTS (SELECT 1 FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'pending'
-      AND next_trigger = 'recover') AS recovering,
-    CASE WHEN EXISTS (SELECT 1 FROM moved) THEN pg_notify('${WEBHOOKS_CHANNEL}', current_schema()) END`;
-
-/** A recovery's cursor moved past the batch it queued. */
-export const RECOVERED_TO = 'UPDATE webhook_recoveries SET after_event_id = $2 WHERE endpoint_id = $1';
-
-/** A recovery over. */
-export const RECOVERY_DONE = 'DELETE FROM webhook_recoveries WHERE endpoint_id = $1';
+  SELECT (SELECT count(*)::int FROM moved) AS moved,
+    CASE WHEN EXISTS (SELECT 1 FROM moved) THEN pg_notify('${WEBHOOKS_CHANNEL}', current_schema()) END
+  FROM relaxed`;
