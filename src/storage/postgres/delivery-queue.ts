@@ -34,8 +34,6 @@ import {
   CLAIM,
   DISABLE_ENDPOINT,
   END_PENDING,
-  ENDPOINT_FAILING,
-  ENDPOINT_SUCCEEDED,
   FAN_OUT,
   LIST_ATTEMPTS,
   listDeliveriesText,
@@ -347,7 +345,7 @@ export class PostgresDeliveryQueue implements DeliveryQueue {
     events: NewEvent[],
   ): Promise<AttemptRecorded> {
     const status = statusAfter(outcome);
-    const { rowCount } = await client.query({
+    const { rows } = await client.query<{ recorded: boolean; failing_since: Date | null }>({
       name: 'webhooks_record',
       text: RECORD_ATTEMPT,
       values: [
@@ -364,23 +362,12 @@ export class PostgresDeliveryQueue implements DeliveryQueue {
         outcome.responseBody ?? null,
         outcome.noAnswer ?? null,
         delivery.trigger,
+        outcome.succeeded,
       ],
     });
-    if (rowCount === 0) return { recorded: false };
-    if (outcome.succeeded) {
-      await client.query({
-        name: 'webhooks_succeeded',
-        text: ENDPOINT_SUCCEEDED,
-        values: [delivery.endpointId, outcome.at],
-      });
-      return { recorded: true, disabled: undefined, failed: false };
-    }
-    const { rows } = await client.query<{ failing_since: Date }>({
-      name: 'webhooks_failing',
-      text: ENDPOINT_FAILING,
-      values: [outcome.at, delivery.endpointId],
-    });
-    const reason = disabledBy(outcome, rows[0]?.failing_since, disableIfFailingSince);
+    if (!rows[0]?.recorded) return { recorded: false };
+    if (outcome.succeeded) return { recorded: true, disabled: undefined, failed: false };
+    const reason = disabledBy(outcome, rows[0]?.failing_since ?? undefined, disableIfFailingSince);
     if (!reason) return { recorded: true, disabled: undefined, failed: status === 'failed' };
     // Only the update that finds it enabled disables it (and records the event): once, whoever races.
     const { rows: disabled } = await client.query<EndpointRow>(DISABLE_ENDPOINT, [

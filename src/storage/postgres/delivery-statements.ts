@@ -207,25 +207,33 @@ export const RECORD_SUCCEEDED = `WITH batch AS (
              SELECT endpoint_id, event_id FROM batch
              WHERE (endpoint_id, event_id) NOT IN (SELECT endpoint_id, event_id FROM done)`;
 
-/** One attempt recorded under its lease, and kept in the attempts' list: nothing when the lease passed on. */
+/**
+ * One attempt recorded under its lease, kept in the attempts' list, and its endpoint's failing spell
+ * moved: a success ends it (and notes the success, written only when that changes something or at most
+ * once a second), a failure starts it unless one is under way. Nothing when the lease passed on.
+ * Answers whether it recorded, and since when the endpoint has been failing (null: not failing), for
+ * the domain to decide whether that disables it (disabledBy). $14: whether the attempt succeeded.
+ */
 export const RECORD_ATTEMPT = `WITH recorded AS (
                UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, last_attempt_at = $2,
                  next_attempt_at = $3, last_response_status = $4, last_error = $5, lease_until = NULL,
                  next_trigger = 'schedule'
                WHERE endpoint_id = $6 AND event_id = $7 AND lease_until = $8
                RETURNING attempts
+             ), kept AS (
+               INSERT INTO webhook_attempts (endpoint_id, event_id, number, started_at, duration_ms,
+                 response_status, response_body, error, trigger)
+               SELECT $6, $7, attempts, $9::timestamptz, $10::int, $4, $11::text, $12::text, $13::text FROM recorded
+             ), spell AS (
+               UPDATE webhook_endpoints
+               SET failing_since = CASE WHEN $14 THEN NULL ELSE coalesce(failing_since, $2) END,
+                 last_success_at = CASE WHEN $14 THEN $2 ELSE last_success_at END
+               WHERE id = $6 AND EXISTS (SELECT 1 FROM recorded)
+                 AND (NOT $14 OR failing_since IS NOT NULL OR last_success_at IS NULL
+                   OR last_success_at < $2::timestamptz - interval '1 second')
+               RETURNING failing_since
              )
-             INSERT INTO webhook_attempts (endpoint_id, event_id, number, started_at, duration_ms,
-               response_status, response_body, error, trigger)
-             SELECT $6, $7, attempts, $9::timestamptz, $10::int, $4, $11::text, $12::text, $13::text FROM recorded`;
-
-/** A success ends the endpoint's failing spell; written only when it changes, or at most once a second. */
-export const ENDPOINT_SUCCEEDED = `UPDATE webhook_endpoints SET failing_since = NULL, last_success_at = $2::timestamptz WHERE id = $1
-                 AND (failing_since IS NOT NULL OR last_success_at IS NULL OR last_success_at < $2::timestamptz - interval '1 second')`;
-
-/** A failure starts the endpoint's failing spell unless one is under way; returns when it started. */
-export const ENDPOINT_FAILING =
-  'UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, $1) WHERE id = $2 RETURNING failing_since';
+             SELECT EXISTS (SELECT 1 FROM recorded) AS recorded, (SELECT failing_since FROM spell) AS failing_since`;
 
 /** Disables the endpoint only while it is enabled: the one update that finds it so records the event. */
 export const DISABLE_ENDPOINT = `UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = $1 WHERE id = $2 AND status = 'enabled'
