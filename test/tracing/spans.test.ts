@@ -1,10 +1,20 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { context, ROOT_CONTEXT, SpanKind, TraceFlags, trace } from '@opentelemetry/api';
+import {
+  context,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  TraceFlags,
+  type Tracer,
+  trace,
+} from '@opentelemetry/api';
 import { SamplingDecision, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace-node';
 import Fastify, { type FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { eventCause } from '../../src/domain/event-cause.js';
 import type { ClaimedDelivery } from '../../src/domain/webhooks.js';
+import { serverSpans } from '../../src/tracing/server-spans.js';
 import {
   attributeValueLengthLimit,
   SHUTDOWN_EXPORT_MS,
@@ -463,5 +473,254 @@ describe('a stop while the collector is away', () => {
       spansOf(held.spanContext().traceId).map((span) => span.name),
       ['held by the collector'],
     );
+  });
+});
+
+describe('a server span’s name and attributes', () => {
+  /** A small app like appWith's, with routes that have an operation id and an API key. */
+  async function namedApp(tracing: Tracing, seen: (string | undefined)[] = []): Promise<FastifyInstance> {
+    const app = Fastify();
+    app.decorateRequest('apiKeyId', '');
+    await app.register(tracing.serverSpans, { tracer: tracing.tracer });
+    const activeSpan = () => trace.getSpan(context.active())?.spanContext().spanId;
+    app.get('/v1/pets/:petId', { schema: { operationId: 'showPetById' } }, async () => {
+      seen.push(activeSpan());
+      return { id: 1 };
+    });
+    app.get('/v1/stores/:store_id/orders/:orderId', async (request) => {
+      (request as unknown as { apiKeyId: string }).apiKeyId = 'key-42';
+      seen.push(activeSpan());
+      return [];
+    });
+    await app.ready();
+    return app;
+  }
+
+  test('when a request reaches a route, then its span is named by method and route template, with the route and the request’s attributes; an unknown address is named by its method alone, with no route', async () => {
+    const tracing = tracingWith({});
+    const app = await namedApp(tracing);
+    const known = await app.inject({ url: '/v1/pets/7?fields=name', headers: { 'user-agent': 'curl/8.5' } });
+    // An empty User-Agent is left out (inject sends its own when none is given).
+    const nested = await app.inject({ url: '/v1/stores/3/orders/9', headers: { 'user-agent': '' } });
+    const missing = await app.inject({
+      method: 'DELETE',
+      url: '/no/such/path?x=1',
+      headers: { 'user-agent': '' },
+    });
+    assert.deepEqual([known.statusCode, nested.statusCode, missing.statusCode], [200, 200, 404]);
+    await app.close();
+    await tracing.shutdown();
+    const exported = [known, nested, missing].map((answer) => {
+      const [span] = spansOf(traceresponse(answer.headers).traceId);
+      return { name: span?.name, kind: span?.kind, attributes: span?.attributes };
+    });
+    const request = {
+      'url.scheme': 'http',
+      'client.address': '127.0.0.1',
+      'network.protocol.version': '1.1',
+    };
+    assert.deepEqual(exported, [
+      {
+        name: 'GET /v1/pets/{petId}',
+        kind: 2,
+        attributes: {
+          'http.request.method': 'GET',
+          'url.path': '/v1/pets/7',
+          'http.route': '/v1/pets/{petId}',
+          ...request,
+          'user_agent.original': 'curl/8.5',
+          'http.response.status_code': 200,
+          'petstore.operation_id': 'showPetById',
+        },
+      },
+      {
+        name: 'GET /v1/stores/{store_id}/orders/{orderId}',
+        kind: 2,
+        attributes: {
+          'http.request.method': 'GET',
+          'url.path': '/v1/stores/3/orders/9',
+          'http.route': '/v1/stores/{store_id}/orders/{orderId}',
+          ...request,
+          'http.response.status_code': 200,
+          'petstore.api_key.id': 'key-42',
+        },
+      },
+      {
+        name: 'DELETE',
+        kind: 2,
+        attributes: {
+          'http.request.method': 'DELETE',
+          'url.path': '/no/such/path',
+          ...request,
+          'http.response.status_code': 404,
+        },
+      },
+    ]);
+  });
+
+  test('when a request is recorded, then its handler runs in its span’s context; when the sampler leaves it out, then in none', async () => {
+    for (const [env, entered] of [
+      [{}, true],
+      [{ OTEL_TRACES_SAMPLER: 'always_off' }, false],
+    ] as const) {
+      const tracing = tracingWith(env);
+      const seen: (string | undefined)[] = [];
+      const app = await namedApp(tracing, seen);
+      const alone = await app.inject({ url: '/v1/pets/7' });
+      const continued = await app.inject({
+        url: '/v1/pets/8',
+        headers: { traceparent: `00-${newTraceId()}-${CALLER_SPAN}-01` },
+      });
+      await app.close();
+      await tracing.shutdown();
+      const spanIds = [alone, continued].map((answer) => traceresponse(answer.headers).spanId);
+      assert.deepEqual(seen, entered ? spanIds : [undefined, undefined], JSON.stringify(env));
+    }
+  });
+
+  test('when the sampler leaves a request out, then its span is given only what the sampler sees at its start, and ended; a recorded one is given the rest, and no route or operation id it has not got', async () => {
+    for (const recording of [false, true]) {
+      const calls: unknown[][] = [];
+      const span = {
+        spanContext: () => ({
+          traceId: 'a'.repeat(32),
+          spanId: 'b'.repeat(16),
+          traceFlags: recording ? 1 : 0,
+        }),
+        isRecording: () => recording,
+        setAttributes: (attributes: unknown) => calls.push(['setAttributes', attributes]),
+        setAttribute: (key: string, value: unknown) => calls.push(['setAttribute', key, value]),
+        setStatus: (status: unknown) => calls.push(['setStatus', status]),
+        end: () => calls.push(['end']),
+      };
+      const tracer = {
+        startSpan: (name: string, options: unknown) => {
+          calls.push(['startSpan', name, options]);
+          return span;
+        },
+      } as unknown as Tracer;
+      const app = Fastify();
+      await app.register(serverSpans, { tracer });
+      app.get('/unavailable', { schema: { operationId: 'down' } }, async (_request, reply) =>
+        reply.code(503).send(),
+      );
+      const answer = await app.inject({ url: '/unavailable', headers: { 'user-agent': 'probe' } });
+      await app.close();
+      assert.equal(
+        answer.headers.traceresponse,
+        `00-${'a'.repeat(32)}-${'b'.repeat(16)}-0${recording ? 1 : 0}`,
+      );
+      const started = [
+        'startSpan',
+        'GET /unavailable',
+        {
+          kind: SpanKind.SERVER,
+          attributes: {
+            'http.request.method': 'GET',
+            'url.path': '/unavailable',
+            'http.route': '/unavailable',
+          },
+        },
+      ];
+      assert.deepEqual(
+        calls,
+        recording
+          ? [
+              started,
+              [
+                'setAttributes',
+                {
+                  'url.scheme': 'http',
+                  'client.address': '127.0.0.1',
+                  'network.protocol.version': '1.1',
+                  'user_agent.original': 'probe',
+                },
+              ],
+              ['setAttribute', 'http.response.status_code', 503],
+              ['setAttribute', 'petstore.operation_id', 'down'],
+              ['setStatus', { code: SpanStatusCode.ERROR, message: '503' }],
+              ['end'],
+            ]
+          : [started, ['end']],
+        `recording: ${recording}`,
+      );
+      // An unknown address: no route among the attributes a sampler sees, and no operation id given.
+      calls.length = 0;
+      const app404 = Fastify();
+      await app404.register(serverSpans, { tracer });
+      const missing = await app404.inject({ method: 'POST', url: '/nowhere', headers: { 'user-agent': '' } });
+      await app404.close();
+      assert.equal(missing.statusCode, 404);
+      const startedMissing = [
+        'startSpan',
+        'POST',
+        { kind: SpanKind.SERVER, attributes: { 'http.request.method': 'POST', 'url.path': '/nowhere' } },
+      ];
+      assert.deepEqual(
+        calls,
+        recording
+          ? [
+              startedMissing,
+              [
+                'setAttributes',
+                { 'url.scheme': 'http', 'client.address': '127.0.0.1', 'network.protocol.version': '1.1' },
+              ],
+              ['setAttribute', 'http.response.status_code', 404],
+              ['end'],
+            ]
+          : [startedMissing, ['end']],
+        `recording: ${recording}, unknown address`,
+      );
+    }
+  });
+
+  test('when a hook before the plugin’s answers a request first, then it has no span and its answer completes without error', async () => {
+    const tracing = tracingWith({});
+    const logged: { level: number; msg: string }[] = [];
+    const app = Fastify({
+      logger: { level: 'info', stream: { write: (line: string) => logged.push(JSON.parse(line)) } },
+    });
+    app.addHook('onRequest', (_request, reply, done) => {
+      reply.code(429).send({ code: 'rate_limited' });
+      done();
+    });
+    await app.register(tracing.serverSpans, { tracer: tracing.tracer });
+    app.get('/v1/pets/:petId', async () => ({ id: 1 }));
+    const answer = await app.inject({ url: '/v1/pets/7' });
+    await app.close();
+    await tracing.shutdown();
+    assert.deepEqual([answer.statusCode, answer.headers.traceresponse], [429, undefined]);
+    assert.deepEqual(
+      logged.filter((line) => line.msg.startsWith('request')).map((line) => [line.level, line.msg]),
+      [[30, 'request completed']],
+    );
+  });
+
+  test('when the plugin is registered, then it is known by its name to the plugins after it, and it refuses a Fastify other than 5.x', async () => {
+    const tracing = tracingWith({});
+    const app = Fastify();
+    await app.register(tracing.serverSpans, { tracer: tracing.tracer });
+    let registered = false;
+    await app.register(
+      fp(
+        async () => {
+          registered = true;
+        },
+        { name: 'after-it', dependencies: ['server-spans'] },
+      ),
+    );
+    await app.ready();
+    assert.equal(registered, true);
+    await app.close();
+    const older = Fastify();
+    older.register(async (child) => {
+      Object.defineProperty(child, 'version', { value: '4.28.1' });
+      child.register(tracing.serverSpans, { tracer: tracing.tracer });
+    });
+    await assert.rejects(async () => older.ready(), {
+      code: 'FST_ERR_PLUGIN_VERSION_MISMATCH',
+      message: "fastify-plugin: server-spans - expected '5.x' fastify version, '4.28.1' is installed",
+    });
+    await tracing.shutdown();
   });
 });
