@@ -23,6 +23,7 @@ import {
   type Tracing,
 } from '../../src/tracing/tracing.js';
 import { VERSION } from '../../src/version.js';
+import type { SendResult } from '../../src/webhooks/sender.js';
 import { OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 
 /**
@@ -372,6 +373,171 @@ describe('a delivery attempt’s span', () => {
     assert.ok(
       otlp.spans.every((span) => !JSON.stringify(span.attributes).includes('secret')),
       'no span carries the token',
+    );
+  });
+
+  /** Attempts `claimed`, the receiver's side giving `result`: what the attempt returned, and the headers sent. */
+  async function attempted(
+    tracing: Tracing,
+    claimed: ClaimedDelivery,
+    result: SendResult,
+  ): Promise<{ returned: SendResult; headers: Record<string, string> }> {
+    let headers: Record<string, string> = {};
+    const returned = await tracing.deliveries.attempt(claimed, async (sent) => {
+      headers = sent;
+      return result;
+    });
+    return { returned, headers };
+  }
+
+  test('when an attempt is made, then its span is a client span named POST with the endpoint, event and attempt, and its traceparent goes to the receiver', async () => {
+    const tracing = tracingWith({});
+    const claimed = {
+      ...delivery('https://hooks.example.com/in'),
+      endpointId: 12n,
+      eventId: 340n,
+      attempts: 0,
+    };
+    const answer = { answered: true, status: 200, body: 'ok' } as const;
+    const { returned, headers } = await attempted(tracing, claimed, answer);
+    await tracing.shutdown();
+    assert.equal(returned, answer, 'the result is handed on as it was');
+    assert.deepEqual(Object.keys(headers), ['traceparent']);
+    const { traceId, spanId } = traceresponse({ traceresponse: headers.traceparent });
+    const [span] = spansOf(traceId);
+    assert.deepEqual(
+      {
+        spanId: span?.spanId,
+        parent: span?.parentSpanId,
+        name: span?.name,
+        kind: span?.kind,
+        attributes: span?.attributes,
+        links: span?.links,
+        status: [span?.status, span?.statusMessage],
+      },
+      {
+        spanId,
+        parent: undefined,
+        name: 'POST',
+        kind: 3,
+        attributes: {
+          'http.request.method': 'POST',
+          'url.full': 'https://hooks.example.com/in',
+          'server.address': 'hooks.example.com',
+          'server.port': 443,
+          'petstore.webhook.endpoint_id': '12',
+          'petstore.event.id': '340',
+          'petstore.event.type': 'pet.created',
+          'petstore.webhook.attempt': 1,
+          'http.response.status_code': 200,
+        },
+        links: [],
+        status: [UNSET, ''],
+      },
+    );
+    assert.equal(headers.traceparent, `00-${traceId}-${spanId}-01`);
+  });
+
+  test('when an endpoint’s URL names no port, then the scheme’s is given: 80 for http, 443 for https', async () => {
+    const tracing = tracingWith({});
+    const sent: string[] = [];
+    for (const url of [
+      'http://hooks.example.com/in',
+      'https://hooks.example.com/in',
+      'http://10.0.0.5:8080/in',
+    ]) {
+      const { headers } = await attempted(tracing, delivery(url), { answered: true, status: 204, body: '' });
+      sent.push(headers.traceparent ?? '');
+    }
+    await tracing.shutdown();
+    const exported = sent.map((traceparent) => {
+      const [span] = spansOf(traceresponse({ traceresponse: traceparent }).traceId);
+      return [span?.attributes['server.address'], span?.attributes['server.port']];
+    });
+    assert.deepEqual(exported, [
+      ['hooks.example.com', 80],
+      ['hooks.example.com', 443],
+      ['10.0.0.5', 8080],
+    ]);
+  });
+
+  test('when the event has a cause, then the attempt’s span is linked to it, yet at the root of a trace of its own even inside another span; a cause that is no traceparent gives no link', async () => {
+    const tracing = tracingWith({});
+    const causeTrace = newTraceId();
+    const sent: string[] = [];
+    const within = tracing.tracer.startSpan('the deliverer’s loop');
+    for (const cause of [`00-${causeTrace}-${CALLER_SPAN}-01`, 'not a traceparent']) {
+      const { headers } = await context.with(trace.setSpan(ROOT_CONTEXT, within), () =>
+        attempted(
+          tracing,
+          { ...delivery('https://hooks.example.com/in'), cause },
+          {
+            answered: true,
+            status: 204,
+            body: '',
+          },
+        ),
+      );
+      sent.push(headers.traceparent ?? '');
+    }
+    within.end();
+    await tracing.shutdown();
+    const exported = sent.map((traceparent) => {
+      const [span] = spansOf(traceresponse({ traceresponse: traceparent }).traceId);
+      return { traceId: span?.traceId, parent: span?.parentSpanId, links: span?.links };
+    });
+    const own = sent.map((traceparent) => traceresponse({ traceresponse: traceparent }).traceId);
+    assert.notEqual(own[0], within.spanContext().traceId);
+    assert.notEqual(own[1], within.spanContext().traceId);
+    assert.deepEqual(exported, [
+      {
+        traceId: own[0],
+        parent: undefined,
+        links: [{ traceId: causeTrace, spanId: CALLER_SPAN, attributes: { 'petstore.link': 'caused by' } }],
+      },
+      { traceId: own[1], parent: undefined, links: [] },
+    ]);
+  });
+
+  test('when the receiver answers 399, then the status stays unset; from 400 it is an error named by the status; with no answer, by the error', async () => {
+    const tracing = tracingWith({});
+    const sent: string[] = [];
+    for (const result of [
+      { answered: true, status: 399, body: '' },
+      { answered: true, status: 400, body: '' },
+      { answered: true, status: 502, body: '' },
+      { answered: false, error: 'timed out after 10000 ms' },
+    ] as const) {
+      const { headers } = await attempted(tracing, delivery('https://hooks.example.com/in'), result);
+      sent.push(headers.traceparent ?? '');
+    }
+    await tracing.shutdown();
+    const exported = sent.map((traceparent) => {
+      const [span] = spansOf(traceresponse({ traceresponse: traceparent }).traceId);
+      return [span?.attributes['http.response.status_code'], span?.status, span?.statusMessage];
+    });
+    assert.deepEqual(exported, [
+      [399, UNSET, ''],
+      [400, ERROR, '400'],
+      [502, ERROR, '502'],
+      [undefined, ERROR, 'timed out after 10000 ms'],
+    ]);
+  });
+
+  test('when sending throws, then the attempt rejects with its error and its span is ended all the same', async () => {
+    const tracing = tracingWith({});
+    let traceparent = '';
+    await assert.rejects(
+      tracing.deliveries.attempt(delivery('https://hooks.example.com/in'), async (headers) => {
+        traceparent = headers.traceparent ?? '';
+        throw new Error('socket hang up');
+      }),
+      { message: 'socket hang up' },
+    );
+    await tracing.shutdown();
+    assert.deepEqual(
+      spansOf(traceresponse({ traceresponse: traceparent }).traceId).map((span) => [span.name, span.status]),
+      [['POST', UNSET]],
     );
   });
 });
