@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import {
   context,
   ROOT_CONTEXT,
+  type Span,
   SpanKind,
   SpanStatusCode,
   TraceFlags,
@@ -14,7 +15,9 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { eventCause } from '../../src/domain/event-cause.js';
 import type { ClaimedDelivery } from '../../src/domain/webhooks.js';
+import { CreateBatcher } from '../../src/storage/create-batcher.js';
 import { serverSpans } from '../../src/tracing/server-spans.js';
+import { StorageSpans } from '../../src/tracing/storage-spans.js';
 import {
   attributeValueLengthLimit,
   SHUTDOWN_EXPORT_MS,
@@ -888,5 +891,254 @@ describe('a server span’s name and attributes', () => {
       message: "fastify-plugin: server-spans - expected '5.x' fastify version, '4.28.1' is installed",
     });
     await tracing.shutdown();
+  });
+});
+
+describe('storage spans', () => {
+  /** The span active where it is called, if any. */
+  const activeSpan = () => trace.getSpan(context.active());
+
+  test('when storage is called inside a recorded request, then the call is a client span, its child, with the database and operation; outside any span, or in one the sampler left out, it makes none', async () => {
+    const tracing = tracingWith({});
+    const request = tracing.tracer.startSpan('GET /v1/pets');
+    const inside: unknown[] = [];
+    const result = context.with(trace.setSpan(ROOT_CONTEXT, request), () =>
+      tracing.storage.around('pets.list', () => {
+        inside.push(activeSpan()?.spanContext().spanId);
+        return 'listed';
+      }),
+    );
+    request.end();
+    assert.equal(result, 'listed');
+    const outside = tracing.storage.around('events.prune', () => activeSpan());
+    const unsampled = trace.wrapSpanContext({
+      traceId: newTraceId(),
+      spanId: CALLER_SPAN,
+      traceFlags: TraceFlags.SAMPLED,
+    });
+    const sampledOut = context.with(trace.setSpan(ROOT_CONTEXT, unsampled), () =>
+      tracing.storage.around('pets.get', () => activeSpan()),
+    );
+    await tracing.shutdown();
+    assert.equal(outside, undefined, 'outside any span, run as it is');
+    assert.equal(sampledOut, unsampled, 'in a span not recorded, run in it as it is');
+    const { traceId, spanId } = request.spanContext();
+    const spans = spansOf(traceId).filter((span) => span.name !== 'GET /v1/pets');
+    assert.deepEqual(
+      spans.map((span) => ({
+        spanId: span.spanId,
+        parent: span.parentSpanId,
+        name: span.name,
+        kind: span.kind,
+        attributes: span.attributes,
+        status: span.status,
+      })),
+      [
+        {
+          spanId: inside[0],
+          parent: spanId,
+          name: 'pets.list',
+          kind: 3,
+          attributes: { 'db.system.name': 'sqlite', 'db.operation.name': 'pets.list' },
+          status: UNSET,
+        },
+      ],
+    );
+    assert.deepEqual(
+      otlp.spans.filter((span) => span.name === 'events.prune' || span.name === 'pets.get'),
+      [],
+    );
+  });
+
+  test('when a storage call returns a promise, then its span ends once it settles, an error marking it with its message; a call that throws is marked and rethrown', async () => {
+    const tracing = tracingWith({});
+    const request = tracing.tracer.startSpan('POST /v1/pets');
+    const inRequest = <R>(run: () => R): R => context.with(trace.setSpan(ROOT_CONTEXT, request), run);
+    const spans: Span[] = [];
+    let finish: (value: string) => void = () => {};
+    let fail: (error: Error) => void = () => {};
+    const resolved = inRequest(() =>
+      tracing.storage.around('pets.create', () => {
+        spans.push(activeSpan() as Span);
+        return new Promise<string>((resolve) => {
+          finish = resolve;
+        });
+      }),
+    );
+    const rejected = inRequest(() =>
+      tracing.storage.around('orders.place', () => {
+        spans.push(activeSpan() as Span);
+        return new Promise<string>((_, reject) => {
+          fail = reject;
+        });
+      }),
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(
+      spans.map((span) => span.isRecording()),
+      [true, true],
+      'not ended while the call is under way',
+    );
+    finish('created');
+    fail(new Error('duplicate key'));
+    assert.equal(await resolved, 'created');
+    await assert.rejects(rejected, { message: 'duplicate key' });
+    assert.deepEqual(
+      spans.map((span) => span.isRecording()),
+      [false, false],
+      'ended once settled',
+    );
+    assert.throws(
+      () =>
+        inRequest(() =>
+          tracing.storage.around('pets.delete', () => {
+            throw new Error('database is locked');
+          }),
+        ),
+      { message: 'database is locked' },
+    );
+    const returned = inRequest(() => tracing.storage.around('pets.count', () => 3));
+    assert.equal(returned, 3);
+    request.end();
+    await tracing.shutdown();
+    assert.deepEqual(
+      spansOf(request.spanContext().traceId)
+        .filter((span) => span.parentSpanId === request.spanContext().spanId)
+        .map((span) => [span.name, span.status, span.statusMessage])
+        .sort(),
+      [
+        ['orders.place', ERROR, 'duplicate key'],
+        ['pets.count', UNSET, ''],
+        ['pets.create', UNSET, ''],
+        ['pets.delete', ERROR, 'database is locked'],
+      ],
+    );
+  });
+
+  test('when the writes of several requests share a group commit, then the commit is a span of its own, a child of the first traced write’s request, linked to the others’, naming how many writes it carried', async () => {
+    const tracing = tracingWith({});
+    const first = tracing.tracer.startSpan('POST /v1/pets');
+    const second = tracing.tracer.startSpan('POST /v1/pets');
+    const inCommit: (Span | undefined)[] = [];
+    const batcher = new CreateBatcher<string, string>(
+      (items) => {
+        inCommit.push(activeSpan());
+        return items.map((item) => `${item}!`);
+      },
+      { name: 'pets.create' },
+    );
+    const added = [
+      batcher.add('untraced'),
+      context.with(trace.setSpan(ROOT_CONTEXT, first), () => batcher.add('first')),
+      context.with(trace.setSpan(ROOT_CONTEXT, second), () => batcher.add('second')),
+    ];
+    assert.deepEqual(await Promise.all(added), ['untraced!', 'first!', 'second!']);
+    const untraced = new CreateBatcher<string, string>(
+      (items) => {
+        inCommit.push(activeSpan());
+        return items;
+      },
+      { name: 'deliveries.result' },
+    );
+    assert.equal(await untraced.add('alone'), 'alone');
+    first.end();
+    second.end();
+    await tracing.shutdown();
+    const commits = otlp.spans.filter((span) => span.name.startsWith('group commit'));
+    const exported = commits.find((span) => span.traceId === first.spanContext().traceId);
+    assert.deepEqual(
+      {
+        name: exported?.name,
+        kind: exported?.kind,
+        parent: exported?.parentSpanId,
+        links: exported?.links,
+        attributes: exported?.attributes,
+        status: exported?.status,
+      },
+      {
+        name: 'group commit pets.create',
+        kind: 3,
+        parent: first.spanContext().spanId,
+        links: [
+          { traceId: second.spanContext().traceId, spanId: second.spanContext().spanId, attributes: {} },
+        ],
+        attributes: {
+          'db.system.name': 'sqlite',
+          'db.operation.name': 'group commit',
+          'db.operation.batch.size': 3,
+        },
+        status: UNSET,
+      },
+    );
+    assert.deepEqual(
+      inCommit.map((span) => span?.spanContext().spanId),
+      [exported?.spanId, undefined],
+      'the commit runs in its span; a commit of no traced request in none',
+    );
+    assert.deepEqual(
+      commits.filter((span) => span.name === 'group commit deliveries.result'),
+      [],
+    );
+  });
+
+  test('when a group commit fails, then its span is an error with the failure’s message; on PostgreSQL its spans name postgresql', async () => {
+    const tracing = tracingWith({});
+    const storage = new StorageSpans(tracing.tracer, 'postgresql');
+    const request = tracing.tracer.startSpan('POST /v1/orders');
+    const caller = context.with(trace.setSpan(ROOT_CONTEXT, request), () => storage.caller());
+    assert.deepEqual(caller, request.spanContext());
+    await assert.rejects(
+      storage.commit('orders.place', [caller], async () => {
+        throw new Error('could not serialize access');
+      }),
+      { message: 'could not serialize access' },
+    );
+    assert.throws(
+      () =>
+        storage.commit('orders.place', [caller], () => {
+          throw new Error('connection terminated');
+        }),
+      { message: 'connection terminated' },
+    );
+    assert.equal(
+      storage.commit('pets.create', [caller], () => 'done'),
+      'done',
+    );
+    const notRecorded = trace.wrapSpanContext({ traceId: newTraceId(), spanId: CALLER_SPAN, traceFlags: 1 });
+    assert.deepEqual(
+      [storage.caller(), context.with(trace.setSpan(ROOT_CONTEXT, notRecorded), () => storage.caller())],
+      [undefined, undefined],
+      'outside any span, or in one not recorded, no caller',
+    );
+    const around = context.with(trace.setSpan(ROOT_CONTEXT, request), () =>
+      storage.around('orders.get', () => activeSpan()?.spanContext().spanId),
+    );
+    request.end();
+    await tracing.shutdown();
+    assert.deepEqual(
+      spansOf(request.spanContext().traceId)
+        .filter((span) => span.parentSpanId === request.spanContext().spanId)
+        .map((span) => [
+          span.name,
+          span.attributes['db.system.name'],
+          span.attributes['db.operation.batch.size'],
+          span.status,
+          span.statusMessage,
+        ])
+        .sort(),
+      [
+        ['group commit orders.place', 'postgresql', 1, ERROR, 'connection terminated'],
+        ['group commit orders.place', 'postgresql', 1, ERROR, 'could not serialize access'],
+        ['group commit pets.create', 'postgresql', 1, UNSET, ''],
+        ['orders.get', 'postgresql', undefined, UNSET, ''],
+      ],
+    );
+    assert.deepEqual(
+      spansOf(request.spanContext().traceId)
+        .filter((span) => span.name === 'orders.get')
+        .map((span) => span.spanId),
+      [around],
+      'the call runs in its span',
+    );
   });
 });
