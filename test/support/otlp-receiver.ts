@@ -14,6 +14,8 @@ export interface ReceivedSpan {
   links: { traceId: string; spanId: string; attributes: Record<string, string | number | boolean> }[];
   /** OTLP's status code: 0 unset, 1 ok, 2 error. */
   status: number;
+  /** The status's description ('' when it has none). */
+  statusMessage: string;
   service: string;
   /** Every attribute of the resource that exported it (service.name, service.version, …). */
   resource: Record<string, string | number | boolean>;
@@ -71,6 +73,7 @@ export class OtlpReceiver {
                   }),
                 ),
                 status: span.status?.code ?? 0,
+                statusMessage: span.status?.message ?? '',
                 service,
                 resource,
                 scope: { name: scope.scope?.name, version: scope.scope?.version },

@@ -1,10 +1,23 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { context, ROOT_CONTEXT, SpanKind, TraceFlags, trace } from '@opentelemetry/api';
+import {
+  context,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  TraceFlags,
+  type Tracer,
+  trace,
+} from '@opentelemetry/api';
 import { SamplingDecision, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace-node';
 import Fastify, { type FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { eventCause } from '../../src/domain/event-cause.js';
 import type { ClaimedDelivery } from '../../src/domain/webhooks.js';
+import { CreateBatcher } from '../../src/storage/create-batcher.js';
+import { serverSpans } from '../../src/tracing/server-spans.js';
+import { StorageSpans } from '../../src/tracing/storage-spans.js';
 import {
   attributeValueLengthLimit,
   SHUTDOWN_EXPORT_MS,
@@ -13,6 +26,7 @@ import {
   type Tracing,
 } from '../../src/tracing/tracing.js';
 import { VERSION } from '../../src/version.js';
+import type { SendResult } from '../../src/webhooks/sender.js';
 import { OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 
 /**
@@ -364,6 +378,171 @@ describe('a delivery attempt’s span', () => {
       'no span carries the token',
     );
   });
+
+  /** Attempts `claimed`, the receiver's side giving `result`: what the attempt returned, and the headers sent. */
+  async function attempted(
+    tracing: Tracing,
+    claimed: ClaimedDelivery,
+    result: SendResult,
+  ): Promise<{ returned: SendResult; headers: Record<string, string> }> {
+    let headers: Record<string, string> = {};
+    const returned = await tracing.deliveries.attempt(claimed, async (sent) => {
+      headers = sent;
+      return result;
+    });
+    return { returned, headers };
+  }
+
+  test('when an attempt is made, then its span is a client span named POST with the endpoint, event and attempt, and its traceparent goes to the receiver', async () => {
+    const tracing = tracingWith({});
+    const claimed = {
+      ...delivery('https://hooks.example.com/in'),
+      endpointId: 12n,
+      eventId: 340n,
+      attempts: 0,
+    };
+    const answer = { answered: true, status: 200, body: 'ok' } as const;
+    const { returned, headers } = await attempted(tracing, claimed, answer);
+    await tracing.shutdown();
+    assert.equal(returned, answer, 'the result is handed on as it was');
+    assert.deepEqual(Object.keys(headers), ['traceparent']);
+    const { traceId, spanId } = traceresponse({ traceresponse: headers.traceparent });
+    const [span] = spansOf(traceId);
+    assert.deepEqual(
+      {
+        spanId: span?.spanId,
+        parent: span?.parentSpanId,
+        name: span?.name,
+        kind: span?.kind,
+        attributes: span?.attributes,
+        links: span?.links,
+        status: [span?.status, span?.statusMessage],
+      },
+      {
+        spanId,
+        parent: undefined,
+        name: 'POST',
+        kind: 3,
+        attributes: {
+          'http.request.method': 'POST',
+          'url.full': 'https://hooks.example.com/in',
+          'server.address': 'hooks.example.com',
+          'server.port': 443,
+          'petstore.webhook.endpoint_id': '12',
+          'petstore.event.id': '340',
+          'petstore.event.type': 'pet.created',
+          'petstore.webhook.attempt': 1,
+          'http.response.status_code': 200,
+        },
+        links: [],
+        status: [UNSET, ''],
+      },
+    );
+    assert.equal(headers.traceparent, `00-${traceId}-${spanId}-01`);
+  });
+
+  test('when an endpoint’s URL names no port, then the scheme’s is given: 80 for http, 443 for https', async () => {
+    const tracing = tracingWith({});
+    const sent: string[] = [];
+    for (const url of [
+      'http://hooks.example.com/in',
+      'https://hooks.example.com/in',
+      'http://10.0.0.5:8080/in',
+    ]) {
+      const { headers } = await attempted(tracing, delivery(url), { answered: true, status: 204, body: '' });
+      sent.push(headers.traceparent ?? '');
+    }
+    await tracing.shutdown();
+    const exported = sent.map((traceparent) => {
+      const [span] = spansOf(traceresponse({ traceresponse: traceparent }).traceId);
+      return [span?.attributes['server.address'], span?.attributes['server.port']];
+    });
+    assert.deepEqual(exported, [
+      ['hooks.example.com', 80],
+      ['hooks.example.com', 443],
+      ['10.0.0.5', 8080],
+    ]);
+  });
+
+  test('when the event has a cause, then the attempt’s span is linked to it, yet at the root of a trace of its own even inside another span; a cause that is no traceparent gives no link', async () => {
+    const tracing = tracingWith({});
+    const causeTrace = newTraceId();
+    const sent: string[] = [];
+    const within = tracing.tracer.startSpan('the deliverer’s loop');
+    for (const cause of [`00-${causeTrace}-${CALLER_SPAN}-01`, 'not a traceparent']) {
+      const { headers } = await context.with(trace.setSpan(ROOT_CONTEXT, within), () =>
+        attempted(
+          tracing,
+          { ...delivery('https://hooks.example.com/in'), cause },
+          {
+            answered: true,
+            status: 204,
+            body: '',
+          },
+        ),
+      );
+      sent.push(headers.traceparent ?? '');
+    }
+    within.end();
+    await tracing.shutdown();
+    const exported = sent.map((traceparent) => {
+      const [span] = spansOf(traceresponse({ traceresponse: traceparent }).traceId);
+      return { traceId: span?.traceId, parent: span?.parentSpanId, links: span?.links };
+    });
+    const own = sent.map((traceparent) => traceresponse({ traceresponse: traceparent }).traceId);
+    assert.notEqual(own[0], within.spanContext().traceId);
+    assert.notEqual(own[1], within.spanContext().traceId);
+    assert.deepEqual(exported, [
+      {
+        traceId: own[0],
+        parent: undefined,
+        links: [{ traceId: causeTrace, spanId: CALLER_SPAN, attributes: { 'petstore.link': 'caused by' } }],
+      },
+      { traceId: own[1], parent: undefined, links: [] },
+    ]);
+  });
+
+  test('when the receiver answers 399, then the status stays unset; from 400 it is an error named by the status; with no answer, by the error', async () => {
+    const tracing = tracingWith({});
+    const sent: string[] = [];
+    for (const result of [
+      { answered: true, status: 399, body: '' },
+      { answered: true, status: 400, body: '' },
+      { answered: true, status: 502, body: '' },
+      { answered: false, error: 'timed out after 10000 ms' },
+    ] as const) {
+      const { headers } = await attempted(tracing, delivery('https://hooks.example.com/in'), result);
+      sent.push(headers.traceparent ?? '');
+    }
+    await tracing.shutdown();
+    const exported = sent.map((traceparent) => {
+      const [span] = spansOf(traceresponse({ traceresponse: traceparent }).traceId);
+      return [span?.attributes['http.response.status_code'], span?.status, span?.statusMessage];
+    });
+    assert.deepEqual(exported, [
+      [399, UNSET, ''],
+      [400, ERROR, '400'],
+      [502, ERROR, '502'],
+      [undefined, ERROR, 'timed out after 10000 ms'],
+    ]);
+  });
+
+  test('when sending throws, then the attempt rejects with its error and its span is ended all the same', async () => {
+    const tracing = tracingWith({});
+    let traceparent = '';
+    await assert.rejects(
+      tracing.deliveries.attempt(delivery('https://hooks.example.com/in'), async (headers) => {
+        traceparent = headers.traceparent ?? '';
+        throw new Error('socket hang up');
+      }),
+      { message: 'socket hang up' },
+    );
+    await tracing.shutdown();
+    assert.deepEqual(
+      spansOf(traceresponse({ traceresponse: traceparent }).traceId).map((span) => [span.name, span.status]),
+      [['POST', UNSET]],
+    );
+  });
 });
 
 describe('what tracing names itself, and the cause it gives a change', () => {
@@ -462,6 +641,504 @@ describe('a stop while the collector is away', () => {
     assert.deepEqual(
       spansOf(held.spanContext().traceId).map((span) => span.name),
       ['held by the collector'],
+    );
+  });
+});
+
+describe('a server span’s name and attributes', () => {
+  /** A small app like appWith's, with routes that have an operation id and an API key. */
+  async function namedApp(tracing: Tracing, seen: (string | undefined)[] = []): Promise<FastifyInstance> {
+    const app = Fastify();
+    app.decorateRequest('apiKeyId', '');
+    await app.register(tracing.serverSpans, { tracer: tracing.tracer });
+    const activeSpan = () => trace.getSpan(context.active())?.spanContext().spanId;
+    app.get('/v1/pets/:petId', { schema: { operationId: 'showPetById' } }, async () => {
+      seen.push(activeSpan());
+      return { id: 1 };
+    });
+    app.get('/v1/stores/:store_id/orders/:orderId', async (request) => {
+      (request as unknown as { apiKeyId: string }).apiKeyId = 'key-42';
+      seen.push(activeSpan());
+      return [];
+    });
+    await app.ready();
+    return app;
+  }
+
+  test('when a request reaches a route, then its span is named by method and route template, with the route and the request’s attributes; an unknown address is named by its method alone, with no route', async () => {
+    const tracing = tracingWith({});
+    const app = await namedApp(tracing);
+    const known = await app.inject({ url: '/v1/pets/7?fields=name', headers: { 'user-agent': 'curl/8.5' } });
+    // An empty User-Agent is left out (inject sends its own when none is given).
+    const nested = await app.inject({ url: '/v1/stores/3/orders/9', headers: { 'user-agent': '' } });
+    const missing = await app.inject({
+      method: 'DELETE',
+      url: '/no/such/path?x=1',
+      headers: { 'user-agent': '' },
+    });
+    assert.deepEqual([known.statusCode, nested.statusCode, missing.statusCode], [200, 200, 404]);
+    await app.close();
+    await tracing.shutdown();
+    const exported = [known, nested, missing].map((answer) => {
+      const [span] = spansOf(traceresponse(answer.headers).traceId);
+      return { name: span?.name, kind: span?.kind, attributes: span?.attributes };
+    });
+    const request = {
+      'url.scheme': 'http',
+      'client.address': '127.0.0.1',
+      'network.protocol.version': '1.1',
+    };
+    assert.deepEqual(exported, [
+      {
+        name: 'GET /v1/pets/{petId}',
+        kind: 2,
+        attributes: {
+          'http.request.method': 'GET',
+          'url.path': '/v1/pets/7',
+          'http.route': '/v1/pets/{petId}',
+          ...request,
+          'user_agent.original': 'curl/8.5',
+          'http.response.status_code': 200,
+          'petstore.operation_id': 'showPetById',
+        },
+      },
+      {
+        name: 'GET /v1/stores/{store_id}/orders/{orderId}',
+        kind: 2,
+        attributes: {
+          'http.request.method': 'GET',
+          'url.path': '/v1/stores/3/orders/9',
+          'http.route': '/v1/stores/{store_id}/orders/{orderId}',
+          ...request,
+          'http.response.status_code': 200,
+          'petstore.api_key.id': 'key-42',
+        },
+      },
+      {
+        name: 'DELETE',
+        kind: 2,
+        attributes: {
+          'http.request.method': 'DELETE',
+          'url.path': '/no/such/path',
+          ...request,
+          'http.response.status_code': 404,
+        },
+      },
+    ]);
+  });
+
+  test('when a request is recorded, then its handler runs in its span’s context; when the sampler leaves it out, then in none', async () => {
+    for (const [env, entered] of [
+      [{}, true],
+      [{ OTEL_TRACES_SAMPLER: 'always_off' }, false],
+    ] as const) {
+      const tracing = tracingWith(env);
+      const seen: (string | undefined)[] = [];
+      const app = await namedApp(tracing, seen);
+      const alone = await app.inject({ url: '/v1/pets/7' });
+      const continued = await app.inject({
+        url: '/v1/pets/8',
+        headers: { traceparent: `00-${newTraceId()}-${CALLER_SPAN}-01` },
+      });
+      await app.close();
+      await tracing.shutdown();
+      const spanIds = [alone, continued].map((answer) => traceresponse(answer.headers).spanId);
+      assert.deepEqual(seen, entered ? spanIds : [undefined, undefined], JSON.stringify(env));
+    }
+  });
+
+  test('when the sampler leaves a request out, then its span is given only what the sampler sees at its start, and ended; a recorded one is given the rest, and no route or operation id it has not got', async () => {
+    for (const recording of [false, true]) {
+      const calls: unknown[][] = [];
+      const span = {
+        spanContext: () => ({
+          traceId: 'a'.repeat(32),
+          spanId: 'b'.repeat(16),
+          traceFlags: recording ? 1 : 0,
+        }),
+        isRecording: () => recording,
+        setAttributes: (attributes: unknown) => calls.push(['setAttributes', attributes]),
+        setAttribute: (key: string, value: unknown) => calls.push(['setAttribute', key, value]),
+        setStatus: (status: unknown) => calls.push(['setStatus', status]),
+        end: () => calls.push(['end']),
+      };
+      const tracer = {
+        startSpan: (name: string, options: unknown) => {
+          calls.push(['startSpan', name, options]);
+          return span;
+        },
+      } as unknown as Tracer;
+      const app = Fastify();
+      await app.register(serverSpans, { tracer });
+      app.get('/unavailable', { schema: { operationId: 'down' } }, async (_request, reply) =>
+        reply.code(503).send(),
+      );
+      const answer = await app.inject({ url: '/unavailable', headers: { 'user-agent': 'probe' } });
+      await app.close();
+      assert.equal(
+        answer.headers.traceresponse,
+        `00-${'a'.repeat(32)}-${'b'.repeat(16)}-0${recording ? 1 : 0}`,
+      );
+      const started = [
+        'startSpan',
+        'GET /unavailable',
+        {
+          kind: SpanKind.SERVER,
+          attributes: {
+            'http.request.method': 'GET',
+            'url.path': '/unavailable',
+            'http.route': '/unavailable',
+          },
+        },
+      ];
+      assert.deepEqual(
+        calls,
+        recording
+          ? [
+              started,
+              [
+                'setAttributes',
+                {
+                  'url.scheme': 'http',
+                  'client.address': '127.0.0.1',
+                  'network.protocol.version': '1.1',
+                  'user_agent.original': 'probe',
+                },
+              ],
+              ['setAttribute', 'http.response.status_code', 503],
+              ['setAttribute', 'petstore.operation_id', 'down'],
+              ['setStatus', { code: SpanStatusCode.ERROR, message: '503' }],
+              ['end'],
+            ]
+          : [started, ['end']],
+        `recording: ${recording}`,
+      );
+      // An unknown address: no route among the attributes a sampler sees, and no operation id given.
+      calls.length = 0;
+      const app404 = Fastify();
+      await app404.register(serverSpans, { tracer });
+      const missing = await app404.inject({ method: 'POST', url: '/nowhere', headers: { 'user-agent': '' } });
+      await app404.close();
+      assert.equal(missing.statusCode, 404);
+      const startedMissing = [
+        'startSpan',
+        'POST',
+        { kind: SpanKind.SERVER, attributes: { 'http.request.method': 'POST', 'url.path': '/nowhere' } },
+      ];
+      assert.deepEqual(
+        calls,
+        recording
+          ? [
+              startedMissing,
+              [
+                'setAttributes',
+                { 'url.scheme': 'http', 'client.address': '127.0.0.1', 'network.protocol.version': '1.1' },
+              ],
+              ['setAttribute', 'http.response.status_code', 404],
+              ['end'],
+            ]
+          : [startedMissing, ['end']],
+        `recording: ${recording}, unknown address`,
+      );
+    }
+  });
+
+  test('when a hook before the plugin’s answers a request first, then it has no span and its answer completes without error', async () => {
+    const tracing = tracingWith({});
+    const logged: { level: number; msg: string }[] = [];
+    const app = Fastify({
+      logger: { level: 'info', stream: { write: (line: string) => logged.push(JSON.parse(line)) } },
+    });
+    app.addHook('onRequest', (_request, reply, done) => {
+      reply.code(429).send({ code: 'rate_limited' });
+      done();
+    });
+    await app.register(tracing.serverSpans, { tracer: tracing.tracer });
+    app.get('/v1/pets/:petId', async () => ({ id: 1 }));
+    const answer = await app.inject({ url: '/v1/pets/7' });
+    await app.close();
+    await tracing.shutdown();
+    assert.deepEqual([answer.statusCode, answer.headers.traceresponse], [429, undefined]);
+    assert.deepEqual(
+      logged.filter((line) => line.msg.startsWith('request')).map((line) => [line.level, line.msg]),
+      [[30, 'request completed']],
+    );
+  });
+
+  test('when the plugin is registered, then it is known by its name to the plugins after it, and it refuses a Fastify other than 5.x', async () => {
+    const tracing = tracingWith({});
+    const app = Fastify();
+    await app.register(tracing.serverSpans, { tracer: tracing.tracer });
+    let registered = false;
+    await app.register(
+      fp(
+        async () => {
+          registered = true;
+        },
+        { name: 'after-it', dependencies: ['server-spans'] },
+      ),
+    );
+    await app.ready();
+    assert.equal(registered, true);
+    await app.close();
+    const older = Fastify();
+    older.register(async (child) => {
+      Object.defineProperty(child, 'version', { value: '4.28.1' });
+      child.register(tracing.serverSpans, { tracer: tracing.tracer });
+    });
+    await assert.rejects(async () => older.ready(), {
+      code: 'FST_ERR_PLUGIN_VERSION_MISMATCH',
+      message: "fastify-plugin: server-spans - expected '5.x' fastify version, '4.28.1' is installed",
+    });
+    await tracing.shutdown();
+  });
+});
+
+describe('storage spans', () => {
+  /** The span active where it is called, if any. */
+  const activeSpan = () => trace.getSpan(context.active());
+
+  test('when storage is called inside a recorded request, then the call is a client span, its child, with the database and operation; outside any span, or in one the sampler left out, it makes none', async () => {
+    const tracing = tracingWith({});
+    const request = tracing.tracer.startSpan('GET /v1/pets');
+    const inside: unknown[] = [];
+    const result = context.with(trace.setSpan(ROOT_CONTEXT, request), () =>
+      tracing.storage.around('pets.list', () => {
+        inside.push(activeSpan()?.spanContext().spanId);
+        return 'listed';
+      }),
+    );
+    request.end();
+    assert.equal(result, 'listed');
+    const outside = tracing.storage.around('events.prune', () => activeSpan());
+    const unsampled = trace.wrapSpanContext({
+      traceId: newTraceId(),
+      spanId: CALLER_SPAN,
+      traceFlags: TraceFlags.SAMPLED,
+    });
+    const sampledOut = context.with(trace.setSpan(ROOT_CONTEXT, unsampled), () =>
+      tracing.storage.around('pets.get', () => activeSpan()),
+    );
+    await tracing.shutdown();
+    assert.equal(outside, undefined, 'outside any span, run as it is');
+    assert.equal(sampledOut, unsampled, 'in a span not recorded, run in it as it is');
+    const { traceId, spanId } = request.spanContext();
+    const spans = spansOf(traceId).filter((span) => span.name !== 'GET /v1/pets');
+    assert.deepEqual(
+      spans.map((span) => ({
+        spanId: span.spanId,
+        parent: span.parentSpanId,
+        name: span.name,
+        kind: span.kind,
+        attributes: span.attributes,
+        status: span.status,
+      })),
+      [
+        {
+          spanId: inside[0],
+          parent: spanId,
+          name: 'pets.list',
+          kind: 3,
+          attributes: { 'db.system.name': 'sqlite', 'db.operation.name': 'pets.list' },
+          status: UNSET,
+        },
+      ],
+    );
+    assert.deepEqual(
+      otlp.spans.filter((span) => span.name === 'events.prune' || span.name === 'pets.get'),
+      [],
+    );
+  });
+
+  test('when a storage call returns a promise, then its span ends once it settles, an error marking it with its message; a call that throws is marked and rethrown', async () => {
+    const tracing = tracingWith({});
+    const request = tracing.tracer.startSpan('POST /v1/pets');
+    const inRequest = <R>(run: () => R): R => context.with(trace.setSpan(ROOT_CONTEXT, request), run);
+    const spans: Span[] = [];
+    let finish: (value: string) => void = () => {};
+    let fail: (error: Error) => void = () => {};
+    const resolved = inRequest(() =>
+      tracing.storage.around('pets.create', () => {
+        spans.push(activeSpan() as Span);
+        return new Promise<string>((resolve) => {
+          finish = resolve;
+        });
+      }),
+    );
+    const rejected = inRequest(() =>
+      tracing.storage.around('orders.place', () => {
+        spans.push(activeSpan() as Span);
+        return new Promise<string>((_, reject) => {
+          fail = reject;
+        });
+      }),
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(
+      spans.map((span) => span.isRecording()),
+      [true, true],
+      'not ended while the call is under way',
+    );
+    finish('created');
+    fail(new Error('duplicate key'));
+    assert.equal(await resolved, 'created');
+    await assert.rejects(rejected, { message: 'duplicate key' });
+    assert.deepEqual(
+      spans.map((span) => span.isRecording()),
+      [false, false],
+      'ended once settled',
+    );
+    assert.throws(
+      () =>
+        inRequest(() =>
+          tracing.storage.around('pets.delete', () => {
+            throw new Error('database is locked');
+          }),
+        ),
+      { message: 'database is locked' },
+    );
+    const returned = inRequest(() => tracing.storage.around('pets.count', () => 3));
+    assert.equal(returned, 3);
+    request.end();
+    await tracing.shutdown();
+    assert.deepEqual(
+      spansOf(request.spanContext().traceId)
+        .filter((span) => span.parentSpanId === request.spanContext().spanId)
+        .map((span) => [span.name, span.status, span.statusMessage])
+        .sort(),
+      [
+        ['orders.place', ERROR, 'duplicate key'],
+        ['pets.count', UNSET, ''],
+        ['pets.create', UNSET, ''],
+        ['pets.delete', ERROR, 'database is locked'],
+      ],
+    );
+  });
+
+  test('when the writes of several requests share a group commit, then the commit is a span of its own, a child of the first traced write’s request, linked to the others’, naming how many writes it carried', async () => {
+    const tracing = tracingWith({});
+    const first = tracing.tracer.startSpan('POST /v1/pets');
+    const second = tracing.tracer.startSpan('POST /v1/pets');
+    const inCommit: (Span | undefined)[] = [];
+    const batcher = new CreateBatcher<string, string>(
+      (items) => {
+        inCommit.push(activeSpan());
+        return items.map((item) => `${item}!`);
+      },
+      { name: 'pets.create' },
+    );
+    const added = [
+      batcher.add('untraced'),
+      context.with(trace.setSpan(ROOT_CONTEXT, first), () => batcher.add('first')),
+      context.with(trace.setSpan(ROOT_CONTEXT, second), () => batcher.add('second')),
+    ];
+    assert.deepEqual(await Promise.all(added), ['untraced!', 'first!', 'second!']);
+    const untraced = new CreateBatcher<string, string>(
+      (items) => {
+        inCommit.push(activeSpan());
+        return items;
+      },
+      { name: 'deliveries.result' },
+    );
+    assert.equal(await untraced.add('alone'), 'alone');
+    first.end();
+    second.end();
+    await tracing.shutdown();
+    const commits = otlp.spans.filter((span) => span.name.startsWith('group commit'));
+    const exported = commits.find((span) => span.traceId === first.spanContext().traceId);
+    assert.deepEqual(
+      {
+        name: exported?.name,
+        kind: exported?.kind,
+        parent: exported?.parentSpanId,
+        links: exported?.links,
+        attributes: exported?.attributes,
+        status: exported?.status,
+      },
+      {
+        name: 'group commit pets.create',
+        kind: 3,
+        parent: first.spanContext().spanId,
+        links: [
+          { traceId: second.spanContext().traceId, spanId: second.spanContext().spanId, attributes: {} },
+        ],
+        attributes: {
+          'db.system.name': 'sqlite',
+          'db.operation.name': 'group commit',
+          'db.operation.batch.size': 3,
+        },
+        status: UNSET,
+      },
+    );
+    assert.deepEqual(
+      inCommit.map((span) => span?.spanContext().spanId),
+      [exported?.spanId, undefined],
+      'the commit runs in its span; a commit of no traced request in none',
+    );
+    assert.deepEqual(
+      commits.filter((span) => span.name === 'group commit deliveries.result'),
+      [],
+    );
+  });
+
+  test('when a group commit fails, then its span is an error with the failure’s message; on PostgreSQL its spans name postgresql', async () => {
+    const tracing = tracingWith({});
+    const storage = new StorageSpans(tracing.tracer, 'postgresql');
+    const request = tracing.tracer.startSpan('POST /v1/orders');
+    const caller = context.with(trace.setSpan(ROOT_CONTEXT, request), () => storage.caller());
+    assert.deepEqual(caller, request.spanContext());
+    await assert.rejects(
+      storage.commit('orders.place', [caller], async () => {
+        throw new Error('could not serialize access');
+      }),
+      { message: 'could not serialize access' },
+    );
+    assert.throws(
+      () =>
+        storage.commit('orders.place', [caller], () => {
+          throw new Error('connection terminated');
+        }),
+      { message: 'connection terminated' },
+    );
+    assert.equal(
+      storage.commit('pets.create', [caller], () => 'done'),
+      'done',
+    );
+    const notRecorded = trace.wrapSpanContext({ traceId: newTraceId(), spanId: CALLER_SPAN, traceFlags: 1 });
+    assert.deepEqual(
+      [storage.caller(), context.with(trace.setSpan(ROOT_CONTEXT, notRecorded), () => storage.caller())],
+      [undefined, undefined],
+      'outside any span, or in one not recorded, no caller',
+    );
+    const around = context.with(trace.setSpan(ROOT_CONTEXT, request), () =>
+      storage.around('orders.get', () => activeSpan()?.spanContext().spanId),
+    );
+    request.end();
+    await tracing.shutdown();
+    assert.deepEqual(
+      spansOf(request.spanContext().traceId)
+        .filter((span) => span.parentSpanId === request.spanContext().spanId)
+        .map((span) => [
+          span.name,
+          span.attributes['db.system.name'],
+          span.attributes['db.operation.batch.size'],
+          span.status,
+          span.statusMessage,
+        ])
+        .sort(),
+      [
+        ['group commit orders.place', 'postgresql', 1, ERROR, 'connection terminated'],
+        ['group commit orders.place', 'postgresql', 1, ERROR, 'could not serialize access'],
+        ['group commit pets.create', 'postgresql', 1, UNSET, ''],
+        ['orders.get', 'postgresql', undefined, UNSET, ''],
+      ],
+    );
+    assert.deepEqual(
+      spansOf(request.spanContext().traceId)
+        .filter((span) => span.name === 'orders.get')
+        .map((span) => span.spanId),
+      [around],
+      'the call runs in its span',
     );
   });
 });
