@@ -6,6 +6,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { CACHE_CONTROL, conditionalRequests } from '../../src/http/request/conditional-requests.js';
 import { digestOf } from '../../src/http/request/entity-tags.js';
+import { registersAfter } from '../support/plugin-order.js';
 
 /**
  * The conditional-requests plugin on its own, in process (inject): a small app with the plugin and
@@ -268,16 +269,6 @@ test('when the plugins it comes after are not registered, then the app does not 
   dependent.register(fp(async () => {}, { name: 'rate-limit' }));
   dependent.register(fp(async () => {}, { name: 'content-codings' }));
   dependent.register(conditionalRequests);
-  let registered = false;
-  dependent.register(
-    fp(
-      async () => {
-        registered = true;
-      },
-      { name: 'after-it', dependencies: ['conditional-requests'] },
-    ),
-  );
-  await dependent.ready();
-  assert.equal(registered, true);
+  assert.equal(await registersAfter(dependent, 'conditional-requests'), true);
   await dependent.close();
 });

@@ -12,7 +12,6 @@ import {
 } from '@opentelemetry/api';
 import { SamplingDecision, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace-node';
 import Fastify, { type FastifyInstance } from 'fastify';
-import fp from 'fastify-plugin';
 import { eventCause } from '../../src/domain/event-cause.js';
 import type { ClaimedDelivery } from '../../src/domain/webhooks.js';
 import { CreateBatcher } from '../../src/storage/create-batcher.js';
@@ -28,6 +27,7 @@ import {
 import { VERSION } from '../../src/version.js';
 import type { SendResult } from '../../src/webhooks/sender.js';
 import { OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
+import { registersAfter } from '../support/plugin-order.js';
 
 /**
  * The spans the service makes, in process: startTracing as server.ts calls it (configured by the
@@ -869,17 +869,7 @@ describe('a server span’s name and attributes', () => {
     const tracing = tracingWith({});
     const app = Fastify();
     await app.register(tracing.serverSpans, { tracer: tracing.tracer });
-    let registered = false;
-    await app.register(
-      fp(
-        async () => {
-          registered = true;
-        },
-        { name: 'after-it', dependencies: ['server-spans'] },
-      ),
-    );
-    await app.ready();
-    assert.equal(registered, true);
+    assert.equal(await registersAfter(app, 'server-spans'), true);
     await app.close();
     const older = Fastify();
     older.register(async (child) => {
