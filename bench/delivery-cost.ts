@@ -9,7 +9,9 @@
  * and deliveries per second. With --cli, each round measures this build and the other one after it,
  * and the ratio of their medians is printed: the machine's noise touches both alike. With --floor, each
  * round also measures the same N POSTs made by the service's sender with no database
- * (bench/bare-sender.ts): the floor a delivery's HTTP exchange and signature set.
+ * (bench/bare-sender.ts): the floor a delivery's HTTP exchange and signature set; and by the service's
+ * delivery loop from a queue in memory (bench/deliverer-no-database.ts): what the loop adds to the floor,
+ * the database being the rest.
  */
 import type { ChildProcess } from 'node:child_process';
 import { spawn } from 'node:child_process';
@@ -109,11 +111,14 @@ async function measured(pid: number, receiver: Receiver): Promise<{ micros: numb
 /** With --profile, the node flags that write a measured process's V8 CPU profile into that folder. */
 const profiled = (): string[] => (args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : []);
 
-/** The same N POSTs by the service's sender in a process with no database (bench/bare-sender.ts). */
-async function floorRound(): Promise<{ micros: number; perSecond: number }> {
+/**
+ * The same N POSTs in a process with no database: by the service's sender alone (bench/bare-sender.ts),
+ * or by its delivery loop from a queue in memory (bench/deliverer-no-database.ts).
+ */
+async function floorRound(script: string): Promise<{ micros: number; perSecond: number }> {
   const receiver = new Receiver();
   const hook = await receiver.start(false, LAST_CPU);
-  const child = spawn(process.execPath, [...profiled(), ...TSX, 'bench/bare-sender.ts', hook, String(N)], {
+  const child = spawn(process.execPath, [...profiled(), ...TSX, script, hook, String(N)], {
     cwd: ROOT,
     stdio: ['ignore', 'ignore', 'inherit'],
   });
@@ -126,11 +131,17 @@ async function floorRound(): Promise<{ micros: number; perSecond: number }> {
 }
 
 const FLOOR = 'the sender with no database (bench/bare-sender.ts)';
-const builds = [CLI, ...(args.cli ? [args.cli] : []), ...(args.floor ? [FLOOR] : [])];
+const LOOP = 'the delivery loop with no database (bench/deliverer-no-database.ts)';
+const builds = [CLI, ...(args.cli ? [args.cli] : []), ...(args.floor ? [FLOOR, LOOP] : [])];
 const results = new Map(builds.map((cli) => [cli, [] as { micros: number; perSecond: number }[]]));
 for (let r = 0; r < Number(args.rounds); r++) {
   for (const cli of builds) {
-    const result = cli === FLOOR ? await floorRound() : await round(cli);
+    const result =
+      cli === FLOOR
+        ? await floorRound('bench/bare-sender.ts')
+        : cli === LOOP
+          ? await floorRound('bench/deliverer-no-database.ts')
+          : await round(cli);
     results.get(cli)?.push(result);
     console.log(
       `round ${r + 1}, ${cli}: ${result.micros.toFixed(0)} µs of CPU a delivery, ${result.perSecond.toFixed(0)}/s`,
