@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { after, before, beforeEach, describe, test } from 'node:test';
+import { after, before, beforeEach, describe, type TestContext, test } from 'node:test';
 import { NetworkPolicy, parseNetworks } from '../../src/domain/network-policy.js';
-import { MAX_ANSWER_BYTES, USER_AGENT, WebhookSender } from '../../src/webhooks/sender.js';
+import { MAX_ANSWER_BYTES, type SendResult, USER_AGENT, WebhookSender } from '../../src/webhooks/sender.js';
 
 /**
  * The sender on undici against a receiver in this process (127.0.0.0/8 allowed): what it sends, what
@@ -59,6 +59,26 @@ describe('WebhookSender', () => {
     respond = (_req, res) => res.writeHead(202).end('accepted');
   });
 
+  /** One send by a new sender (destroyed when the test ends), the receiver answering with `answer`. */
+  function sendOnce(
+    t: TestContext,
+    answer: typeof respond,
+    { url = `http://127.0.0.1:${port}/`, timeoutMs = 5_000 } = {},
+  ): Promise<SendResult> {
+    const sender = new WebhookSender(loopback, { timeoutMs, connectionsPerEndpoint: 1 });
+    t.after(() => sender.destroy());
+    respond = answer;
+    return sender.send(1n, url, {}, '{}');
+  }
+
+  /** Waits (a few turns of the event loop at most) for the receiver to see `socket` closed. */
+  async function dropped(socket: Socket | undefined): Promise<void> {
+    assert.ok(socket);
+    for (let i = 0; i < 200 && !closedSockets.has(socket); i++)
+      await new Promise((resolve) => setImmediate(resolve));
+    assert.ok(closedSockets.has(socket), 'the connection is dropped');
+  }
+
   test('when it sends, then it POSTs the body as JSON with the given headers and its user agent to the path and query, and resolves to the status and answer', async (t) => {
     const sender = new WebhookSender(loopback, { timeoutMs: 5_000, connectionsPerEndpoint: 1 });
     t.after(() => sender.destroy());
@@ -104,27 +124,58 @@ describe('WebhookSender', () => {
   });
 
   test('when an answer is cut short after its status, then what arrived is the answer', async (t) => {
-    const sender = new WebhookSender(loopback, { timeoutMs: 5_000, connectionsPerEndpoint: 1 });
-    t.after(() => sender.destroy());
-    respond = (_req, res) => {
+    const answer = await sendOnce(t, (_req, res) => {
       res.writeHead(200, { 'content-length': '100' });
       res.write('partial', () => setImmediate(() => res.socket?.destroy()));
-    };
-    assert.deepEqual(await sender.send(1n, `http://127.0.0.1:${port}/cut`, {}, '{}'), {
-      answered: true,
-      status: 200,
-      body: 'partial',
     });
+    assert.deepEqual(answer, { answered: true, status: 200, body: 'partial' });
   });
 
-  test('when the receiver closes the connection without an answer, then "connection reset"', async (t) => {
-    const sender = new WebhookSender(loopback, { timeoutMs: 5_000, connectionsPerEndpoint: 1 });
-    t.after(() => sender.destroy());
-    respond = (req) => req.socket.destroy();
-    assert.deepEqual(await sender.send(1n, `http://127.0.0.1:${port}/reset`, {}, '{}'), {
-      answered: false,
-      error: 'connection reset',
+  test('when the receiver closes the connection without an answer, or resets it, then "connection reset"', async (t) => {
+    const closed = await sendOnce(t, (req) => req.socket.destroy());
+    assert.deepEqual(closed, { answered: false, error: 'connection reset' });
+    const reset = await sendOnce(t, (req) => req.socket.resetAndDestroy());
+    assert.deepEqual(reset, { answered: false, error: 'connection reset' });
+  });
+
+  test('when the host name is not found, then "host not found"', async (t) => {
+    const answer = await sendOnce(t, () => assert.fail('not reached'), { url: 'http://nosuchhost.invalid/' });
+    assert.deepEqual(answer, { answered: false, error: 'host not found' });
+  });
+
+  test('when 1 KiB of an answer has arrived, then the attempt ends with it at once, and the connection is dropped', async (t) => {
+    const answer = await sendOnce(
+      t,
+      (_req, res) => {
+        res.writeHead(200, { 'content-length': '5000' });
+        res.write('y'.repeat(1_024)); // and the rest never comes
+      },
+      { timeoutMs: 60_000 },
+    );
+    assert.deepEqual(answer, { answered: true, status: 200, body: 'y'.repeat(1_024) });
+    await dropped(seen[0]?.socket);
+  });
+
+  test('when an answer is still arriving at timeoutMs, then "no answer within N ms", and the connection is dropped', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    let started!: () => void;
+    const headed = new Promise<void>((resolve) => {
+      started = resolve;
     });
+    const answer = sendOnce(
+      t,
+      (_req, res) => {
+        res.writeHead(200, { 'content-length': '5000' });
+        res.write('z', () => started());
+      },
+      { timeoutMs: 250 },
+    );
+    await headed;
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+    t.mock.timers.tick(250);
+    assert.deepEqual(await answer, { answered: false, error: 'no answer within 250 ms' });
+    t.mock.timers.reset();
+    await dropped(seen[0]?.socket);
   });
 
   test('when nothing listens on the port, then "connection refused"', async (t) => {
@@ -156,10 +207,7 @@ describe('WebhookSender', () => {
     t.mock.timers.tick(1);
     assert.deepEqual(await result, { answered: false, error: 'no answer within 250 ms' });
     t.mock.timers.reset();
-    await new Promise((resolve) => setImmediate(resolve));
-    for (let i = 0; i < 50 && socket && !closedSockets.has(socket); i++)
-      await new Promise((resolve) => setImmediate(resolve));
-    assert.ok(socket && closedSockets.has(socket), 'the connection is dropped');
+    await dropped(socket);
   });
 
   test('when a URL names a literal address the policy refuses, then it is refused without connecting, bracketed IPv6 too', async (t) => {
@@ -243,8 +291,8 @@ describe('WebhookSender', () => {
     assert.equal(closedSockets.has(socketOf.get(256n) as Socket), false);
   });
 
-  test('when destroyed with an attempt under way, then the attempt ends unanswered', async () => {
-    const sender = new WebhookSender(loopback, { timeoutMs: 5_000, connectionsPerEndpoint: 1 });
+  test('when destroyed with an attempt under way, then the attempt ends at once, unanswered', async () => {
+    const sender = new WebhookSender(loopback, { timeoutMs: 60_000, connectionsPerEndpoint: 1 });
     let arrived!: () => void;
     const held = new Promise<void>((resolve) => {
       arrived = resolve;
@@ -253,7 +301,6 @@ describe('WebhookSender', () => {
     const result = sender.send(1n, `http://127.0.0.1:${port}/`, {}, '{}');
     await held;
     await sender.destroy();
-    const ended = await result;
-    assert.equal(ended.answered, false);
+    assert.deepEqual(await result, { answered: false, error: 'The client is destroyed' });
   });
 });
