@@ -210,6 +210,36 @@ describe('WebhookSender', () => {
     await dropped(socket);
   });
 
+  test('when an attempt times out while queued behind another on the one connection, then it is never sent', async (t) => {
+    const sender = new WebhookSender(loopback, { timeoutMs: 2_000, connectionsPerEndpoint: 1 });
+    t.after(() => sender.destroy());
+    const held: ServerResponse[] = [];
+    let arrived!: () => void;
+    const first = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    respond = (_req, res) => {
+      held.push(res);
+      arrived();
+    };
+    const answered = sender.send(1n, `http://127.0.0.1:${port}/first`, {}, '{}');
+    await first;
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const queued = sender.send(1n, `http://127.0.0.1:${port}/queued`, {}, '{}');
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+    t.mock.timers.tick(2_000);
+    assert.deepEqual(await queued, { answered: false, error: 'no answer within 2000 ms' });
+    t.mock.timers.reset();
+    respond = (_req, res) => res.writeHead(202).end('accepted');
+    held[0]?.writeHead(202).end('accepted');
+    assert.equal((await answered).answered, true);
+    await sender.send(1n, `http://127.0.0.1:${port}/third`, {}, '{}');
+    assert.deepEqual(
+      seen.map((request) => request.url),
+      ['/first', '/third'],
+    );
+  });
+
   test('when a URL names a literal address the policy refuses, then it is refused without connecting, bracketed IPv6 too', async (t) => {
     const sender = new WebhookSender(publicOnly, { timeoutMs: 5_000, connectionsPerEndpoint: 1 });
     t.after(() => sender.destroy());
