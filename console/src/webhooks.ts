@@ -1,8 +1,9 @@
 // Webhook endpoints, their deliveries and attempts, retry and recover, and a chart of the last hour.
+
+import { EVENT_TYPES } from '../../src/domain/events.js';
 import { call, has } from './api.js';
 import { drawChart } from './chart.js';
 import { field, fill, h, select, table, time } from './dom.js';
-import { EVENT_TYPES } from './events.js';
 import { act, button, needs, say, submitting } from './ui.js';
 
 interface Endpoint {
