@@ -49,7 +49,9 @@ export function takeTokens(
     ? Math.min(policy.burst, state.tokens + (elapsedMs * policy.perSecond) / 1000)
     : policy.burst;
   const taken = Math.max(0, Math.min(wanted, Math.floor(tokens)));
-  return { state: { tokens: tokens - taken, atMs: nowMs }, taken };
+  // The time never moves back: a bucket shared by processes may be taken from with a `nowMs` read a
+  // moment before another's take, and moving back would refill that moment again at the next take.
+  return { state: { tokens: tokens - taken, atMs: state ? Math.max(nowMs, state.atMs) : nowMs }, taken };
 }
 
 /** When the bucket next holds a whole token, in milliseconds: `state.atMs` when it holds one already. */

@@ -33,6 +33,15 @@ test('when time passes, then tokens come back at the rate and never beyond the b
   assert.equal(takeToken(empty, 60_000, policy).state.tokens, policy.burst - 1, 'capped at the burst');
 });
 
+test('when a take comes with a time older than the bucket\'s (another process read its clock first), then nothing refills, and the bucket\'s time stays', () => {
+  const state: BucketState = { tokens: 1.5, atMs: 1_000 };
+  const older = takeTokens(state, 600, policy, 5);
+  assert.deepEqual(older, { state: { tokens: 0.5, atMs: 1_000 }, taken: 1 });
+  // From 1,000 ms, not 600: 250 ms at 2 a second is half a token, making one.
+  assert.equal(takeTokens(older.state, 1_250, policy, 5).taken, 1);
+  assert.equal(takeTokens(older.state, 1_249, policy, 5).taken, 0);
+});
+
 test('when a bucket is described, then Retry-After is the wait for one token and t the wait until full', () => {
   assert.deepEqual(describeBucket(false, 0.5, policy), {
     allowed: false,

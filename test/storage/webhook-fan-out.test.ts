@@ -155,6 +155,34 @@ for (const backend of backends) {
       assert.equal(leased.length, 4, "the busy endpoint's four, once each");
     });
 
+    test('when a throttled endpoint is claimed by a node whose `now` is older than the last claim\'s (read a moment before that one ran), then the bucket refills nothing for it, and that moment is not refilled again at the next claim', async (t) => {
+      const { storage } = await fresh(t, backend);
+      const hook = await storage.webhookEndpoints.createEndpoint(
+        { ...endpoint('https://throttled.example/'), rateLimit: 10 },
+        10,
+      );
+      assert.ok(hook);
+      await createPets(storage, Array.from({ length: 30 }, (_, i) => `pet ${i}`));
+      while ((await storage.deliveries.fanOut(100)) > 0);
+      const start = Date.now();
+      const claim = async (afterMs: number, limit: number) => {
+        const now = new Date(start + afterMs);
+        const owner = `node at ${afterMs}`;
+        const claimed = await storage.deliveries.claimDue(now, new Date(now.getTime() + 15_000), {
+          limit,
+          perEndpoint: 30,
+          owner,
+          depths: new Map<bigint, number>(),
+        });
+        return claimed.deliveries.length;
+      };
+      assert.equal(await claim(0, 30), 10, 'a full bucket: its burst of 10');
+      assert.equal(await claim(500, 1), 1, 'half a second refills 5: one taken, 4 left');
+      assert.equal(await claim(300, 1), 1, 'an older now refills nothing: one taken of the 4, 3 left');
+      // Had the older claim moved the bucket's time back to 300 ms, this one would refill 200 ms again: 5.
+      assert.equal(await claim(500, 30), 3, 'at 500 ms again: the 3 left, nothing refilled');
+    });
+
     test('when a claim leases deliveries, then each carries its endpoint, secrets and event body; once its lease has passed on to a later claim, its success records nothing and says so, and the later one records', async (t) => {
       const { database, storage } = await fresh(t, backend);
       const hook = await storage.webhookEndpoints.createEndpoint(endpoint('https://a.example/'), 10);

@@ -83,7 +83,9 @@ export const FAN_OUT = `WITH cursor AS (
  * - `picked`, `leased`: each endpoint's deliveries due first, then in event order, found through the
  *   (endpoint_id, next_attempt_at) index and leased by their row addresses (a TID scan); a row changed
  *   since (a retry asked for, the endpoint disabled) is at another address by then, and is left out.
- * - `buckets`, `throttled`: the throttled endpoints' buckets, less what was leased from each.
+ * - `buckets`, `throttled`: the throttled endpoints' buckets, less what was leased from each. A bucket's
+ *   time never moves back: a claim whose `now` is older than the last one's (read on another node, a
+ *   moment before that one ran) refills nothing, and moving the time back would refill that moment twice.
  * - `later`: when to look again: the earliest delivery left pending (a leased one is due when its lease
  *   ends), and the earliest next token of a bucket left empty.
  * One row: `later`'s columns, and what was leased as one JSON value (`endpoints`: per endpoint, its id,
@@ -141,11 +143,12 @@ export const CLAIM = `WITH relaxed AS (
     WHERE d.ctid = ANY ((SELECT ctids FROM picked)::tid[])
     RETURNING d.endpoint_id, d.event_id, d.attempts, d.next_trigger
   ), buckets AS (
-    SELECT s.id, s.rate_limit, s.tokens - count(l.event_id) AS tokens, count(l.event_id) AS taken
+    SELECT s.id, s.rate_limit, s.tokens - count(l.event_id) AS tokens, count(l.event_id) AS taken,
+      greatest(s.throttle_at, $1) AS at
     FROM shares s LEFT JOIN leased l ON l.endpoint_id = s.id
-    WHERE s.rate_limit IS NOT NULL GROUP BY s.id, s.rate_limit, s.tokens
+    WHERE s.rate_limit IS NOT NULL GROUP BY s.id, s.rate_limit, s.tokens, s.throttle_at
   ), throttled AS (
-    UPDATE webhook_endpoints w SET throttle_tokens = b.tokens, throttle_at = $1
+    UPDATE webhook_endpoints w SET throttle_tokens = b.tokens, throttle_at = b.at
     FROM buckets b WHERE w.id = b.id AND b.taken > 0
   ), later AS (
     SELECT least(
@@ -153,7 +156,7 @@ export const CLAIM = `WITH relaxed AS (
          WHERE status = 'pending' AND NOT (ctid = ANY ((SELECT ctids FROM picked)::tid[]))
          ORDER BY next_attempt_at LIMIT 1),
         CASE WHEN EXISTS (SELECT 1 FROM leased) THEN $3::timestamptz END) AS next_due,
-      (SELECT min($1 + make_interval(secs => (1 - b.tokens) / b.rate_limit)) FROM buckets b WHERE b.tokens < 1)
+      (SELECT min(b.at + make_interval(secs => (1 - b.tokens) / b.rate_limit)) FROM buckets b WHERE b.tokens < 1)
         AS throttled_until
   )
   SELECT later.next_due, later.throttled_until, (
