@@ -33,7 +33,7 @@ test('when time passes, then tokens come back at the rate and never beyond the b
   assert.equal(takeToken(empty, 60_000, policy).state.tokens, policy.burst - 1, 'capped at the burst');
 });
 
-test('when a take comes with a time older than the bucket\'s (another process read its clock first), then nothing refills, and the bucket\'s time stays', () => {
+test("when a take comes with a time older than the bucket's (another process read its clock first), then nothing refills, and the bucket's time stays", () => {
   const state: BucketState = { tokens: 1.5, atMs: 1_000 };
   const older = takeTokens(state, 600, policy, 5);
   assert.deepEqual(older, { state: { tokens: 0.5, atMs: 1_000 }, taken: 1 });

@@ -155,14 +155,17 @@ for (const backend of backends) {
       assert.equal(leased.length, 4, "the busy endpoint's four, once each");
     });
 
-    test('when a throttled endpoint is claimed by a node whose `now` is older than the last claim\'s (read a moment before that one ran), then the bucket refills nothing for it, and that moment is not refilled again at the next claim', async (t) => {
+    test("when a throttled endpoint is claimed by a node whose `now` is older than the last claim's (read a moment before that one ran), then the bucket refills nothing for it, and that moment is not refilled again at the next claim", async (t) => {
       const { storage } = await fresh(t, backend);
       const hook = await storage.webhookEndpoints.createEndpoint(
         { ...endpoint('https://throttled.example/'), rateLimit: 10 },
         10,
       );
       assert.ok(hook);
-      await createPets(storage, Array.from({ length: 30 }, (_, i) => `pet ${i}`));
+      await createPets(
+        storage,
+        Array.from({ length: 30 }, (_, i) => `pet ${i}`),
+      );
       while ((await storage.deliveries.fanOut(100)) > 0);
       const start = Date.now();
       const claim = async (afterMs: number, limit: number) => {

@@ -182,10 +182,14 @@ for (const backend of backends) {
       // When each attempt started, as the database holds it: the throttle is applied when deliveries are
       // claimed, and an attempt starts as its claim returns. (Arrivals at this receiver, which shares its
       // process with the three nodes, came in clumps: 23 in a second was seen once.)
-      const rows = await queryDatabase<{ started_at: unknown }>(
-        api.database.url,
-        `SELECT started_at FROM webhook_attempts WHERE endpoint_id = ${endpoint.id} ORDER BY started_at`,
-      );
+      // An attempt is recorded after its answer arrives: the last may be on its way still.
+      const rows = await poll('every attempt to be recorded', async () => {
+        const recorded = await queryDatabase<{ started_at: unknown }>(
+          api.database.url,
+          `SELECT started_at FROM webhook_attempts WHERE endpoint_id = ${endpoint.id} ORDER BY started_at`,
+        );
+        return recorded.length >= 400 ? recorded : undefined;
+      });
       assert.equal(rows.length, 400, 'one attempt each');
       const starts = rows.map(({ started_at: at }) =>
         at instanceof Date ? at.getTime() : typeof at === 'string' ? Date.parse(at) : Number(at),
