@@ -31,6 +31,10 @@ export const TOOLS: Record<string, { measures: string; run: () => Promise<unknow
     measures: "the capacity model's costs, on a primary and a streaming replica",
     run: () => import('./capacity.js'),
   },
+  'write-ceiling': {
+    measures: "the event-order lock's ceiling on PostgreSQL writes, from 1, 2 and 4 nodes",
+    run: () => import('./write-ceiling.js'),
+  },
   'pg-drivers': { measures: 'the PostgreSQL drivers compared', run: () => import('./pg-drivers.js') },
   'sse-parsers': {
     measures: "the client's stream reader against eventsource-parser bare",
