@@ -119,7 +119,6 @@ function postgresJs({ url, poolSize, size, timeoutMs }: DriverSpec): DriverClien
         prepared,
       );
       const event = petCreated({ id: (row as { id: bigint }).id, ...PET }, new Date());
-      await tx.unsafe(EVENT_WRITES.orderLock.text, [EVENT_ORDER_LOCK as never], prepared);
       await tx.unsafe(
         EVENT_WRITES.append.text,
         [
@@ -127,6 +126,7 @@ function postgresJs({ url, poolSize, size, timeoutMs }: DriverSpec): DriverClien
           tx.array([event.occurredAt]),
           tx.array([event.data]),
           tx.array([event.cause ?? null]),
+          EVENT_ORDER_LOCK as never,
         ],
         prepared,
       );
