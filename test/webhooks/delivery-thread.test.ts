@@ -4,7 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { DeliveryThread } from '../../src/webhooks/delivery-thread.js';
+import { cleanUpInReverse, sqlite } from '../support/backends.js';
 import { poll } from '../support/cli.js';
+import { createPet } from '../support/storage.js';
+import { WebhookReceiver } from '../support/webhook-receiver.js';
 
 /** The host side of `--role all`'s delivery thread: a thread that ends is logged and started again. */
 test('when the delivery thread ends on its own, then the node logs it and starts it again a second later; a stop ends it for good', async (t) => {
@@ -31,4 +34,64 @@ test('when the delivery thread ends on its own, then the node logs it and starts
   assert.deepEqual(logged, ['the delivery thread ended: starting it again']);
   await thread.stop(100);
   assert.equal(readFileSync(counter, 'utf8').length, 2, 'started twice, not again after the stop');
+});
+
+test('when the node’s delivery thread runs, then it delivers from the database, its counts reach the node’s metrics, and a stop gives back the lease of an attempt past the grace and ends it', async (t) => {
+  const later = cleanUpInReverse(t);
+  const database = await sqlite.create();
+  later(() => database.drop());
+  const storage = await database.open();
+  later(() => storage.close());
+  const receiver = await WebhookReceiver.start();
+  later(() => receiver.close());
+  const endpoint = await storage.webhookEndpoints.createEndpoint(
+    { url: receiver.url(), types: ['*'], description: '', secret: 'whsec_AAAA', createdAt: new Date() },
+    10,
+  );
+  assert.ok(endpoint);
+  receiver.answer((_request, n) => (n <= 2 ? { status: 204 } : { hang: true }));
+  const told: string[] = [];
+  const lags: number[] = [];
+  const metrics = {
+    attempted: (outcome: string, seconds: number) => told.push(`attempted ${outcome} ${seconds >= 0}`),
+    disabled: (reason: string) => told.push(`disabled ${reason}`),
+    delivered: (lag: number) => lags.push(lag),
+  };
+  const logged: string[] = [];
+  const log = {
+    info: () => undefined,
+    warn: () => undefined,
+    error: (_object: object, message: string) => logged.push(message),
+  };
+  const thread = new DeliveryThread(
+    {
+      variables: { DATABASE_URL: database.url, WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8', LOG_LEVEL: 'silent' },
+    },
+    metrics,
+    log,
+    // The thread's own code: compiled, delivery-thread.ts's default; through tsx, by way of a fixture.
+    import.meta.url.endsWith('.ts')
+      ? new URL('./fixtures/tsx-delivery-thread.mjs', import.meta.url)
+      : undefined,
+  );
+  await thread.start();
+  await createPet(storage, { name: 'one', categoryId: 1n, status: 'available' });
+  await createPet(storage, { name: 'two', categoryId: 1n, status: 'available' });
+  await poll('both counted', () => (lags.length === 2 ? true : undefined));
+  assert.deepEqual(told, ['attempted succeeded true', 'attempted succeeded true']);
+  assert.ok(lags.every((lag) => lag >= 0));
+
+  await createPet(storage, { name: 'three', categoryId: 1n, status: 'available' });
+  await receiver.waitFor(3);
+  await thread.stop(10);
+  const deliveries = await storage.deliveries.listDeliveries({
+    endpointId: endpoint.id,
+    beforeEventId: undefined,
+    limit: 10,
+  });
+  assert.deepEqual(
+    deliveries.map((d) => `${d.eventId} ${d.status}/${d.attempts}`),
+    ['3 pending/0', '2 succeeded/1', '1 succeeded/1'],
+  );
+  assert.deepEqual(logged, []);
 });
