@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { StorageUnavailableError } from '../../src/domain/errors.js';
 import { poll } from '../support/cli.js';
 import { harnesses } from '../support/deliverer-harness.js';
-import { WebhookReceiver } from '../support/webhook-receiver.js';
+import { type Answer, WebhookReceiver } from '../support/webhook-receiver.js';
 
 /**
  * The deliverer's own pauses, as deliverer.test.ts drives it: its idle bound (5 s) and its pause after
@@ -17,16 +17,29 @@ describe('Deliverer, its pauses', () => {
   after(() => receiver.close());
   const { harness } = harnesses(() => receiver);
 
-  test('when the database tells of no change, then the deliverer still looks for events after its idle bound', async (t) => {
-    const h = await harness(t, { path: '/idle', watched: false });
+  test('when the endpoint is at its bound and the database tells of no change, then the deliverer sleeps until its idle bound, then looks for events again', async (t) => {
+    let answer: ((value: Answer) => void) | undefined;
+    const held = new Promise<Answer>((resolve) => {
+      answer = resolve;
+    });
+    const h = await harness(
+      t,
+      { path: '/idle', timeoutMs: 30_000, concurrencyPerEndpoint: 1, watched: false },
+      (n) => (n === 1 ? held : { status: 204 }),
+    );
+    await h.createPets(2);
     h.start();
-    await poll('the first round', () => (h.claims().length > 0 ? true : undefined));
+    await receiver.waitFor(1, '/idle');
+    // The second is due, but the endpoint is at its bound, and the third is not told of: nothing to do
+    // until the idle bound, when it looks for events again.
     await h.createPets(1);
-    assert.deepEqual(await h.settled(1), { '1': 'succeeded/1' });
+    await poll('the look after the idle bound', () => (h.calls.length > 3 ? true : undefined));
+    answer?.({ status: 204 });
+    assert.deepEqual(await h.settled(3), { '1': 'succeeded/1', '2': 'succeeded/1', '3': 'succeeded/1' });
     assert.deepEqual(
-      h.trace().filter((c) => c.startsWith('fanOut') || c.startsWith('recoverNext')),
-      ['fanOut 0', 'recoverNext 0', 'fanOut 1', 'recoverNext 0'],
-      'only the first round and the one after the idle bound look',
+      h.trace().slice(0, 5),
+      ['fanOut 2', 'recoverNext 0', 'claimDue 1', 'fanOut 1', 'recoverNext 0'],
+      'no round between the first and the one after the idle bound',
     );
   });
 

@@ -2,8 +2,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../../src/config/config.js';
 import { StorageUnavailableError } from '../../src/domain/errors.js';
+import { NetworkPolicy, parseNetworks } from '../../src/domain/network-policy.js';
 import type { DelivererMetrics, DeliveryTracer } from '../../src/webhooks/attempt.js';
+import { Deliverer } from '../../src/webhooks/deliverer.js';
 import { newDeliverer } from '../../src/webhooks/new-deliverer.js';
+import { WebhookSender } from '../../src/webhooks/sender.js';
 import { poll } from '../support/cli.js';
 import { type Call, harnesses } from '../support/deliverer-harness.js';
 import { type Answer, WebhookReceiver } from '../support/webhook-receiver.js';
@@ -294,5 +297,24 @@ describe('Deliverer', () => {
     assert.equal((claim?.leaseUntil.getTime() ?? 0) - (claim?.now.getTime() ?? 0), 400);
     assert.equal(claim?.limits.perEndpoint, 3);
     assert.deepEqual(h.logged, []);
+  });
+
+  test('when stopped before it was started, then there is nothing to give back', async (t) => {
+    const h = await harness(t, { path: '/unstarted' });
+    const deliverer = new Deliverer({
+      store: h.queue,
+      sender: new WebhookSender(new NetworkPolicy(parseNetworks('127.0.0.0/8')), {
+        timeoutMs: 1_000,
+        connectionsPerEndpoint: 1,
+      }),
+      schedule: [],
+      timeoutMs: 1_000,
+      disableAfterMs: 3_600_000,
+      concurrencyPerEndpoint: 1,
+      now: () => new Date(),
+      log: h.log,
+    });
+    await deliverer.stop(0);
+    assert.deepEqual(h.calls, [], 'no round, and no lease given back');
   });
 });
