@@ -4,7 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { DeliveryThread } from '../../src/webhooks/delivery-thread.js';
+import { cleanUpInReverse, sqlite } from '../support/backends.js';
 import { poll } from '../support/cli.js';
+import { createPet } from '../support/storage.js';
+import { WebhookReceiver } from '../support/webhook-receiver.js';
 
 /** The host side of `--role all`'s delivery thread: a thread that ends is logged and started again. */
 test('when the delivery thread ends on its own, then the node logs it and starts it again a second later; a stop ends it for good', async (t) => {
@@ -31,4 +34,145 @@ test('when the delivery thread ends on its own, then the node logs it and starts
   assert.deepEqual(logged, ['the delivery thread ended: starting it again']);
   await thread.stop(100);
   assert.equal(readFileSync(counter, 'utf8').length, 2, 'started twice, not again after the stop');
+  assert.deepEqual(logged, ['the delivery thread ended: starting it again'], 'its end after a stop is not');
+});
+
+/**
+ * A thread of fixtures/scripted-thread.mjs, what it was told as its file has it, and what the node was
+ * told. Each test stops its thread (a stop waits for an exit, which a thread that ended has had).
+ */
+function scripted(t: { after(fn: () => unknown): void }, script: string) {
+  const folder = mkdtempSync(join(tmpdir(), 'delivery-thread-'));
+  t.after(() => rmSync(folder, { recursive: true, force: true }));
+  const file = join(folder, 'log');
+  const logged: [string, string][] = [];
+  const told: string[] = [];
+  const thread = new DeliveryThread(
+    { variables: { script, log: file } },
+    {
+      attempted: (outcome, seconds) => told.push(`attempted ${outcome} ${seconds}`),
+      disabled: (reason) => told.push(`disabled ${reason}`),
+      delivered: (lag) => told.push(`delivered ${lag}`),
+    },
+    {
+      info: () => undefined,
+      warn: () => undefined,
+      error: (object: { err?: Error; code?: number }, message: string) =>
+        logged.push([message, object.err?.message ?? `code ${object.code}`]),
+    },
+    new URL('./fixtures/scripted-thread.mjs', import.meta.url),
+  );
+  const lines = () => readFileSync(file, 'utf8').trimEnd().split('\n');
+  return { thread, logged, told, lines };
+}
+
+test('when the thread fails before it has started, then the start is refused with its error, nothing logged', async (t) => {
+  const { thread, logged } = scripted(t, 'refuse');
+  await assert.rejects(thread.start(), /^Error: refuse: no database$/);
+  assert.deepEqual(logged, []);
+});
+
+test('when the thread sends its counts, then each reaches the node’s metrics; a stop tells it the grace and waits for its end', async (t) => {
+  const { thread, logged, told, lines } = scripted(t, 'count');
+  await thread.start();
+  await poll('the counts', () => (told.length === 5 ? true : undefined));
+  assert.deepEqual(told, [
+    'attempted failed 1.5',
+    'attempted retrying 0.25',
+    'disabled gone',
+    'delivered 2.5',
+    'delivered 3',
+  ]);
+  await thread.stop(250);
+  assert.deepEqual(lines(), ['start', 'stop 250', 'stopped']);
+  assert.deepEqual(logged, []);
+});
+
+test('when the thread fails after it started, then its error is logged', async (t) => {
+  const { thread, logged, lines } = scripted(t, 'fail');
+  await thread.start();
+  await thread.stop(0);
+  assert.deepEqual(lines(), ['start', 'stop 0']);
+  assert.deepEqual(
+    logged,
+    [['the delivery thread failed', 'fail: lost']],
+    'stopping, it is not started again',
+  );
+});
+
+test('when the thread cannot start again, then that is logged with its error', async (t) => {
+  const { thread, logged } = scripted(t, 'fail-again');
+  await thread.start();
+  await poll('the second start refused', () => (logged.length === 2 ? true : undefined));
+  assert.deepEqual(logged, [
+    ['the delivery thread ended: starting it again', 'code 1'],
+    ['the delivery thread could not start again', 'fail-again: no database'],
+  ]);
+});
+
+test('when stopped before it was started, then the stop has nothing to wait for', async (t) => {
+  const { thread, logged, lines } = scripted(t, 'count');
+  await thread.stop(0);
+  assert.throws(lines, /ENOENT/, 'no thread was started');
+  assert.deepEqual(logged, []);
+});
+
+test('when the node’s delivery thread runs, then it delivers from the database, its counts reach the node’s metrics, and a stop gives back the lease of an attempt past the grace and ends it', async (t) => {
+  const later = cleanUpInReverse(t);
+  const database = await sqlite.create();
+  later(() => database.drop());
+  const storage = await database.open();
+  later(() => storage.close());
+  const receiver = await WebhookReceiver.start();
+  later(() => receiver.close());
+  const endpoint = await storage.webhookEndpoints.createEndpoint(
+    { url: receiver.url(), types: ['*'], description: '', secret: 'whsec_AAAA', createdAt: new Date() },
+    10,
+  );
+  assert.ok(endpoint);
+  receiver.answer((_request, n) => (n <= 2 ? { status: 204 } : { hang: true }));
+  const told: string[] = [];
+  const lags: number[] = [];
+  const metrics = {
+    attempted: (outcome: string, seconds: number) => told.push(`attempted ${outcome} ${seconds >= 0}`),
+    disabled: (reason: string) => told.push(`disabled ${reason}`),
+    delivered: (lag: number) => lags.push(lag),
+  };
+  const logged: string[] = [];
+  const log = {
+    info: () => undefined,
+    warn: () => undefined,
+    error: (_object: object, message: string) => logged.push(message),
+  };
+  const thread = new DeliveryThread(
+    {
+      variables: { DATABASE_URL: database.url, WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8', LOG_LEVEL: 'silent' },
+    },
+    metrics,
+    log,
+    // The thread's own code: compiled, delivery-thread.ts's default; through tsx, by way of a fixture.
+    import.meta.url.endsWith('.ts')
+      ? new URL('./fixtures/tsx-delivery-thread.mjs', import.meta.url)
+      : undefined,
+  );
+  await thread.start();
+  await createPet(storage, { name: 'one', categoryId: 1n, status: 'available' });
+  await createPet(storage, { name: 'two', categoryId: 1n, status: 'available' });
+  await poll('both counted', () => (lags.length === 2 ? true : undefined));
+  assert.deepEqual(told, ['attempted succeeded true', 'attempted succeeded true']);
+  assert.ok(lags.every((lag) => lag >= 0));
+
+  await createPet(storage, { name: 'three', categoryId: 1n, status: 'available' });
+  await receiver.waitFor(3);
+  await thread.stop(10);
+  const deliveries = await storage.deliveries.listDeliveries({
+    endpointId: endpoint.id,
+    beforeEventId: undefined,
+    limit: 10,
+  });
+  assert.deepEqual(
+    deliveries.map((d) => `${d.eventId} ${d.status}/${d.attempts}`),
+    ['3 pending/0', '2 succeeded/1', '1 succeeded/1'],
+  );
+  assert.deepEqual(logged, []);
 });

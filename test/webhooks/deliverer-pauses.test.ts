@@ -1,0 +1,57 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { StorageUnavailableError } from '../../src/domain/errors.js';
+import { poll } from '../support/cli.js';
+import { harnesses } from '../support/deliverer-harness.js';
+import { type Answer, WebhookReceiver } from '../support/webhook-receiver.js';
+
+/**
+ * The deliverer's own pauses, as deliverer.test.ts drives it: its idle bound (5 s) and its pause after
+ * a failed round (1 s). Apart because they wait those out: the rest of its tests take none of it.
+ */
+describe('Deliverer, its pauses', () => {
+  let receiver: WebhookReceiver;
+  before(async () => {
+    receiver = await WebhookReceiver.start();
+  });
+  after(() => receiver.close());
+  const { harness } = harnesses(() => receiver);
+
+  test('when the endpoint is at its bound and the database tells of no change, then the deliverer sleeps until its idle bound, then looks for events again', async (t) => {
+    let answer: ((value: Answer) => void) | undefined;
+    const held = new Promise<Answer>((resolve) => {
+      answer = resolve;
+    });
+    const h = await harness(
+      t,
+      { path: '/idle', timeoutMs: 30_000, concurrencyPerEndpoint: 1, watched: false },
+      (n) => (n === 1 ? held : { status: 204 }),
+    );
+    await h.createPets(2);
+    h.start();
+    await receiver.waitFor(1, '/idle');
+    // The second is due, but the endpoint is at its bound, and the third is not told of: nothing to do
+    // until the idle bound, when it looks for events again.
+    await h.createPets(1);
+    await poll('the look after the idle bound', () => (h.calls.length > 3 ? true : undefined));
+    answer?.({ status: 204 });
+    assert.deepEqual(await h.settled(3), { '1': 'succeeded/1', '2': 'succeeded/1', '3': 'succeeded/1' });
+    assert.deepEqual(
+      h.trace().slice(0, 5),
+      ['fanOut 2', 'recoverNext 0', 'claimDue 1', 'fanOut 1', 'recoverNext 0'],
+      'no round between the first and the one after the idle bound',
+    );
+  });
+
+  test('when the database is unavailable, then the round is given up quietly; when it fails otherwise, then that is logged; the next round delivers', async (t) => {
+    const h = await harness(t, { path: '/fail', watched: false });
+    const boom = new Error('boom');
+    h.failing.fanOut = [new StorageUnavailableError('the database is unavailable')];
+    h.failing.claimDue = [boom];
+    await h.createPets(1);
+    h.start();
+    await h.settled(1);
+    assert.deepEqual(h.logged, [['warn', { err: boom }, 'claiming webhook deliveries failed']]);
+    assert.deepEqual(h.trace().slice(0, 3), ['fanOut 1', 'recoverNext 0', 'claimDue 1']);
+  });
+});
