@@ -18,21 +18,25 @@ export type ToDeliveryThread = { type: 'stop'; graceMs: number };
 
 /** After the grace, how long a stopping thread has to give its leases back and close before it is ended. */
 const STOP_MARGIN_MS = 5_000;
-/** A thread that died is started again after this long. */
+/** A thread that died is started again after this long; if it cannot start, twice as late each time, up to MAX_RESTART_MS. */
 const RESTART_MS = 1_000;
+const MAX_RESTART_MS = 30_000;
 
 /**
  * A `--role all` process's deliveries, on a thread of their own (delivery-thread-main.ts): the API's
  * event loop and the deliveries' never wait on each other. Started with the node, stopped with it
- * (giving back its leases as a `--role deliver` process does); one that dies is logged and started again.
+ * (giving back its leases as a `--role deliver` process does); one that dies is logged and started again,
+ * and tried again, less and less often, while it cannot start (its database down, say).
  */
 export class DeliveryThread {
   readonly #data: DeliveryThreadData;
   readonly #metrics: DelivererMetrics;
   readonly #log: DelivererLog & { error(object: object, message: string): void };
   readonly #entry: URL;
-  #worker: Worker | undefined;
+  #worker: { worker: Worker; exited: Promise<number> } | undefined;
   #stopping = false;
+  /** Starts in a row that failed: each waits twice as long as the one before (#restartLater). */
+  #failedStarts = 0;
 
   constructor(
     data: DeliveryThreadData,
@@ -50,7 +54,10 @@ export class DeliveryThread {
   /** Resolves once the thread has opened its database and delivers; rejects if it could not. */
   start(): Promise<void> {
     const worker = new Worker(this.#entry, { workerData: this.#data });
-    this.#worker = worker;
+    // Taken now, so a stop that comes after the thread has ended (one that could not start again) has
+    // its exit to wait for: the event is not emitted twice.
+    const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
+    this.#worker = { worker, exited };
     worker.on('message', (message: FromDeliveryThread) => {
       if (message.type === 'metrics') this.#count(message.batch);
     });
@@ -59,22 +66,26 @@ export class DeliveryThread {
         if (message.type !== 'started') return;
         worker.off('message', started);
         worker.off('error', failed);
-        worker.on('exit', (code) => this.#exited(worker, code));
+        void exited.then((code) => this.#exited(worker, code));
         worker.on('error', (error) => this.#log.error({ err: error }, 'the delivery thread failed'));
+        this.#failedStarts = 0;
         resolve();
       };
       const failed = (error: Error) => reject(error);
       worker.on('message', started);
       worker.once('error', failed);
+      // Ended before it said so, without an error: refused all the same (a no-op once settled).
+      void exited.then((code) =>
+        reject(new Error(`the delivery thread ended (code ${code}) before it started`)),
+      );
     });
   }
 
   /** Takes no new attempt; those under way get `graceMs`, then their leases are given back. */
   async stop(graceMs: number): Promise<void> {
     this.#stopping = true;
-    const worker = this.#worker;
-    if (!worker) return;
-    const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+    if (!this.#worker) return;
+    const { worker, exited } = this.#worker;
     worker.postMessage({ type: 'stop', graceMs } satisfies ToDeliveryThread);
     const late = setTimeout(() => void worker.terminate(), graceMs + STOP_MARGIN_MS);
     await exited;
@@ -82,14 +93,22 @@ export class DeliveryThread {
   }
 
   #exited(worker: Worker, code: number): void {
-    if (this.#stopping || worker !== this.#worker) return;
+    if (this.#stopping || worker !== this.#worker?.worker) return;
     this.#log.error({ code }, 'the delivery thread ended: starting it again');
+    this.#restartLater();
+  }
+
+  /** Starts the thread again after RESTART_MS, and again, twice as late each time, while it cannot start. */
+  #restartLater(): void {
+    const delay = Math.min(RESTART_MS * 2 ** this.#failedStarts, MAX_RESTART_MS);
     setTimeout(() => {
       if (this.#stopping) return;
-      this.start().catch((error: unknown) =>
-        this.#log.error({ err: error }, 'the delivery thread could not start again'),
-      );
-    }, RESTART_MS).unref();
+      this.start().catch((error: unknown) => {
+        this.#failedStarts += 1;
+        this.#log.error({ err: error }, 'the delivery thread could not start again: trying again later');
+        this.#restartLater();
+      });
+    }, delay).unref();
   }
 
   #count({ attempted, disabled, delivered }: MetricsBatch): void {

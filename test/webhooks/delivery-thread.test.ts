@@ -37,6 +37,9 @@ test('when the delivery thread ends on its own, then the node logs it and starts
   assert.deepEqual(logged, ['the delivery thread ended: starting it again'], 'its end after a stop is not');
 });
 
+/** A start or a stop that never settles fails its test, rather than holding the suite up for ever. */
+const HANGS_FAIL = { timeout: 20_000 };
+
 /**
  * A thread of fixtures/scripted-thread.mjs, what it was told as its file has it, and what the node was
  * told. Each test stops its thread (a stop waits for an exit, which a thread that ended has had).
@@ -100,15 +103,47 @@ test('when the thread fails after it started, then its error is logged', async (
   );
 });
 
-test('when the thread cannot start again, then that is logged with its error', async (t) => {
-  const { thread, logged } = scripted(t, 'fail-again');
-  await thread.start();
-  await poll('the second start refused', () => (logged.length === 2 ? true : undefined));
-  assert.deepEqual(logged, [
-    ['the delivery thread ended: starting it again', 'code 1'],
-    ['the delivery thread could not start again', 'fail-again: no database'],
-  ]);
-});
+test(
+  'when the thread cannot start again, then that is logged with its error, and it is tried again, later, until it starts; a stop then ends it',
+  HANGS_FAIL,
+  async (t) => {
+    const { thread, logged, lines } = scripted(t, 'fail-again');
+    await thread.start();
+    await poll('the third start', () =>
+      lines().filter((line) => line === 'start').length === 3 ? true : undefined,
+    );
+    await thread.stop(0);
+    assert.deepEqual(lines(), ['start', 'start', 'start', 'stop 0', 'stopped']);
+    assert.deepEqual(logged, [
+      ['the delivery thread ended: starting it again', 'code 1'],
+      ['the delivery thread could not start again: trying again later', 'fail-again: no database'],
+    ]);
+  },
+);
+
+test(
+  'when a stop comes after a start again failed, then it ends at once: the failed thread has ended, and none is started after it',
+  HANGS_FAIL,
+  async (t) => {
+    const { thread, logged, lines } = scripted(t, 'fail-again');
+    await thread.start();
+    await poll('the second start refused', () => (logged.length === 2 ? true : undefined));
+    await thread.stop(0);
+    assert.deepEqual(lines(), ['start', 'start']);
+  },
+);
+
+test(
+  'when the thread ends before it has started, with no error, then the start is refused',
+  HANGS_FAIL,
+  async (t) => {
+    const { thread, logged, lines } = scripted(t, 'end-early');
+    await assert.rejects(thread.start(), /^Error: the delivery thread ended \(code 3\) before it started$/);
+    assert.deepEqual(lines(), ['start']);
+    assert.deepEqual(logged, []);
+    await thread.stop(0);
+  },
+);
 
 test('when stopped before it was started, then the stop has nothing to wait for', async (t) => {
   const { thread, logged, lines } = scripted(t, 'count');
