@@ -151,7 +151,7 @@ for (const backend of backends) {
       assert.equal(receiver.received.filter((r) => r.path === '/watch').length, 1, 'one notice in all');
     });
 
-    test("when an endpoint limited to 20 a second has 400 events waiting and two deliver nodes deliver them, then after the one burst a full bucket allows, a receiver counting per second (by the second each was sent in, which it signs) and the attempts' start times in the database see no second with more than 20 (give or take the tokens a late claim found waiting), the whole takes 18 s or more, and every event arrives once", async (t) => {
+    test("when an endpoint limited to 20 a second has 400 events waiting and two deliver nodes deliver them, then after the one burst a full bucket allows, a receiver counting per second (by the second each was sent in, which it signs) and the attempts' start times in the database see, in any 1, 2, 5 or 10 s, no more than the bucket's 20 and 20 a second (give or take the tokens a late claim found waiting), the whole takes 18 s or more, and every event arrives once", async (t) => {
       const later = cleanUpInReverse(t);
       const receiver = await WebhookReceiver.start();
       later(() => receiver.close());
@@ -179,22 +179,32 @@ for (const backend of backends) {
       const ids = new Set(received.map((r) => r.headers['webhook-id']));
       assert.equal(ids.size, 400, 'every event once');
       assert.equal(received.length, 400, 'none twice');
-      // The receiver counts per second by the second each delivery was sent in, which it signs
-      // (webhook-timestamp), not by when it arrived: arrivals at this receiver, which shares its process
-      // with the three nodes, came in clumps (23 in a second was seen once). The burst's second holds
-      // the full bucket and what refilled in the rest of it, 40 at most; each later one 20, and the
-      // tokens that were waiting when it began (below).
+      // What a token bucket of 20, refilled at 20 a second, allows: in any T seconds, the 20 it held
+      // and 20 × T more; 2 more for tokens a claim came late for (the nodes share this busy process
+      // with the API and the receiver). Checked over 1, 2, 5 and 10 s, so both the burst and the rate
+      // are held to it: a bucket per node (40 a second) would send 400 in 10 s.
+      const allowed = (seconds: number) => 20 + 20 * seconds + 2;
+      // The receiver counts per second, by the second each delivery was sent in, which it signs
+      // (webhook-timestamp), not by when it arrived: arrivals at this receiver came in clumps.
       const perSecond = new Map<number, number>();
       for (const { headers } of received) {
         const second = Number(headers['webhook-timestamp']);
         perSecond.set(second, (perSecond.get(second) ?? 0) + 1);
       }
-      const [burstSecond, ...laterSeconds] = [...perSecond].sort(([a], [b]) => a - b).map(([, n]) => n);
-      assert.ok((burstSecond as number) <= 42, `the burst's second, 40: ${burstSecond}`);
-      assert.ok(Math.max(...laterSeconds) <= 22, `each second after it, 20: ${Math.max(...laterSeconds)}`);
-      // The same from the database, in any second (not only from one whole second to the next), to the
-      // millisecond: when each attempt started. An attempt is recorded after its answer arrives: the
-      // last may be on its way still.
+      const seconds = [...perSecond.keys()];
+      const [from, to] = [Math.min(...seconds), Math.max(...seconds)];
+      for (const n of [1, 2, 5, 10]) {
+        let most = 0;
+        for (let second = from; second <= to; second++) {
+          let sum = 0;
+          for (let k = second; k < second + n; k++) sum += perSecond.get(k) ?? 0;
+          most = Math.max(most, sum);
+        }
+        assert.ok(most <= allowed(n), `the receiver's most in ${n} s, ${allowed(n)} allowed: ${most}`);
+      }
+      // The same from the database, to the millisecond: in any window (one from each attempt's start),
+      // not only from one whole second to the next. An attempt is recorded after its answer arrives:
+      // the last may be on its way still.
       const rows = await poll('every attempt to be recorded', async () => {
         const recorded = await queryDatabase<{ started_at: unknown }>(
           api.database.url,
@@ -206,17 +216,11 @@ for (const backend of backends) {
       const starts = rows.map(({ started_at: at }) =>
         at instanceof Date ? at.getTime() : typeof at === 'string' ? Date.parse(at) : Number(at),
       );
-      // The most attempts started in a second (a window from each start on), the first second apart:
-      // the bucket starts full (20 at once) and refills at 20 a second meanwhile, 40 in all. After it,
-      // the backlog keeps the bucket below one token after each claim, so a second holds its 20 tokens and
-      // those waiting when it opened: less than one, or two when the claim after it is 50 ms late (a token
-      // is due every 50 ms, and the nodes share this busy process with the API and the receiver).
+      for (const n of [1, 2, 5, 10]) {
+        const most = Math.max(...starts.map((a) => starts.filter((b) => b >= a && b < a + n * 1_000).length));
+        assert.ok(most <= allowed(n), `the most started in ${n} s, ${allowed(n)} allowed: ${most}`);
+      }
       const first = starts[0] as number;
-      const inSecondFrom = (start: number) => starts.filter((a) => a >= start && a < start + 1_000).length;
-      const burst = inSecondFrom(first);
-      const after = starts.filter((a) => a >= first + 1_000).map(inSecondFrom);
-      assert.ok(burst <= 42, `the first second: a full bucket and its refill, 40: ${burst}`);
-      assert.ok(Math.max(...after) <= 22, `every second after the first, 20: ${Math.max(...after)}`);
       assert.ok(
         (starts.at(-1) as number) - first >= 18_000,
         `380 after the burst take 18 s or more at 20 a second: ${Math.round((starts.at(-1) as number) - first)} ms`,
