@@ -23,7 +23,7 @@ const RESTART_MS = 1_000;
 const MAX_RESTART_MS = 30_000;
 
 /**
- * A `--role all` process's deliveries, on a thread of their own (delivery-thread-main.ts): the API's
+ * A `--role all` process's deliveries, on a thread of their own (serve-deliveries.ts): the API's
  * event loop and the deliveries' never wait on each other. Started with the node, stopped with it
  * (giving back its leases as a `--role deliver` process does); one that dies is logged and started again,
  * and tried again, less and less often, while it cannot start (its database down, say).

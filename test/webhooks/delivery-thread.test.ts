@@ -3,7 +3,15 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { DeliveryThread } from '../../src/webhooks/delivery-thread.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { MessageChannel } from 'node:worker_threads';
+import {
+  DeliveryThread,
+  type FromDeliveryThread,
+  type MetricsBatch,
+  type ToDeliveryThread,
+} from '../../src/webhooks/delivery-thread.js';
+import { serveDeliveries } from '../../src/webhooks/serve-deliveries.js';
 import { cleanUpInReverse, sqlite } from '../support/backends.js';
 import { poll } from '../support/cli.js';
 import { createPet } from '../support/storage.js';
@@ -210,4 +218,87 @@ test('when the node’s delivery thread runs, then it delivers from the database
     ['3 pending/0', '2 succeeded/1', '1 succeeded/1'],
   );
   assert.deepEqual(logged, []);
+});
+
+test('when the thread’s work runs on a port, then it says it has started, delivers from the database, sends its counts in batches, none empty, heeds only a stop, and on a stop waits out the grace, sends what is left and closes the port', async (t) => {
+  const later = cleanUpInReverse(t);
+  const database = await sqlite.create();
+  later(() => database.drop());
+  const storage = await database.open();
+  later(() => storage.close());
+  const receiver = await WebhookReceiver.start();
+  later(() => receiver.close());
+  const endpoint = await storage.webhookEndpoints.createEndpoint(
+    { url: receiver.url(), types: ['*'], description: '', secret: 'whsec_AAAA', createdAt: new Date() },
+    10,
+  );
+  assert.ok(endpoint);
+  let answerThird: (() => void) | undefined;
+  const thirdHeld = new Promise<void>((resolve) => {
+    answerThird = resolve;
+  });
+  receiver.answer(async (_request, n) => {
+    if (n === 3) await thirdHeld;
+    return { status: n === 3 ? 410 : 204 };
+  });
+  // The node's side of the channel is port2; the work runs in this process, on port1.
+  const { port1, port2 } = new MessageChannel();
+  const received: FromDeliveryThread[] = [];
+  port2.on('message', (message: FromDeliveryThread) => received.push(message));
+  const closed = new Promise<void>((resolve) => port2.once('close', resolve));
+  later(() => port2.close());
+  const batches = () => received.flatMap((message) => (message.type === 'metrics' ? [message.batch] : []));
+  const all = <T>(pick: (batch: MetricsBatch) => T[]): T[] => batches().flatMap(pick);
+
+  await serveDeliveries(port1, {
+    variables: { DATABASE_URL: database.url, WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8', LOG_LEVEL: 'silent' },
+  });
+  await poll('the start told', () => (received.length > 0 ? true : undefined));
+  assert.deepEqual(received[0], { type: 'started' });
+
+  await createPet(storage, { name: 'one', categoryId: 1n, status: 'available' });
+  await createPet(storage, { name: 'two', categoryId: 1n, status: 'available' });
+  await poll('both counted', () => (all((b) => b.delivered).length === 2 ? true : undefined));
+  assert.deepEqual(
+    all((b) => b.attempted).map(([outcome]) => outcome),
+    ['succeeded', 'succeeded'],
+  );
+  // Two of its flushes (every 250 ms) with nothing counted: nothing sent.
+  const sent = received.length;
+  await sleep(600);
+  assert.equal(received.length, sent, 'no batch sent with nothing counted');
+  assert.ok(
+    batches().every((b) => b.attempted.length + b.disabled.length + b.delivered.length > 0),
+    'every batch counts something',
+  );
+
+  // Anything but a stop is ignored: it still delivers.
+  port2.postMessage({ type: 'pause' } as unknown as ToDeliveryThread);
+  await createPet(storage, { name: 'three', categoryId: 1n, status: 'available' });
+  await receiver.waitFor(3);
+  const beforeStop = received.length;
+  port2.postMessage({ type: 'stop', graceMs: 5_000 } satisfies ToDeliveryThread);
+  // The attempt under way is answered within the grace: counted, and sent before the port closes.
+  answerThird?.();
+  await closed;
+  const afterStop = received.slice(beforeStop);
+  assert.ok(afterStop.every((message) => message.type === 'metrics'));
+  assert.deepEqual(
+    all((b) => b.attempted).map(([outcome]) => outcome),
+    ['succeeded', 'succeeded', 'failed'],
+  );
+  assert.deepEqual(
+    all((b) => b.disabled),
+    ['gone'],
+  );
+  assert.equal(all((b) => b.delivered).length, 2);
+  const deliveries = await storage.deliveries.listDeliveries({
+    endpointId: endpoint.id,
+    beforeEventId: undefined,
+    limit: 10,
+  });
+  assert.deepEqual(
+    deliveries.map((d) => `${d.eventId} ${d.status}/${d.attempts}`),
+    ['3 failed/1', '2 succeeded/1', '1 succeeded/1'],
+  );
 });
