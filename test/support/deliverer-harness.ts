@@ -29,6 +29,8 @@ export interface Setup {
   timeoutMs?: number;
   concurrencyPerEndpoint?: number;
   schedule?: readonly number[];
+  /** The endpoint's rateLimit (deliveries a second); none if left out. */
+  rateLimit?: number;
   /** False: the queue tells the deliverer of no change, so it rounds only when started, woken or idle. */
   watched?: boolean;
 }
@@ -185,6 +187,7 @@ export function harnesses(receiver: () => WebhookReceiver) {
         description: '',
         secret: 'whsec_AAAA',
         createdAt: new Date(),
+        rateLimit: setup.rateLimit,
       },
       10,
     );

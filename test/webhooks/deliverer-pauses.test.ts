@@ -54,4 +54,26 @@ describe('Deliverer, its pauses', () => {
     assert.deepEqual(h.logged, [['warn', { err: boom }, 'claiming webhook deliveries failed']]);
     assert.deepEqual(h.trace().slice(0, 3), ['fanOut 1', 'recoverNext 0', 'claimDue 1']);
   });
+
+  test('when a rate-limited endpoint has used its tokens and the database tells of no change, then the deliverer sleeps until its next token, not its idle bound, then claims the next delivery', async (t) => {
+    const h = await harness(t, { path: '/throttled', rateLimit: 1, watched: false });
+    await h.createPets(2);
+    h.start();
+    assert.deepEqual(await h.settled(2), { '1': 'succeeded/1', '2': 'succeeded/1' });
+    // Its first round takes the one token; then only the attempt's answer and outcome wake it (the
+    // database tells nothing), each finding the endpoint throttled, until the sleep to the next token.
+    const trace = h.trace();
+    const next = trace.indexOf('claimDue 1', 3);
+    assert.deepEqual(trace.slice(0, 3), ['fanOut 2', 'recoverNext 0', 'claimDue 1']);
+    const between = trace.slice(3, next);
+    assert.ok(
+      between.length >= 1 && between.length <= 3 && between.every((call) => call === 'claimDue 0'),
+      `between the two claims only a claim at each wake, no look at the idle bound: ${between}`,
+    );
+    const claims = h.claims();
+    const throttledUntil = claims[1]?.result.throttledUntil;
+    assert.ok(throttledUntil, 'the claim after the first is told when the next token comes');
+    assert.equal(throttledUntil.getTime(), (claims[0]?.now.getTime() ?? 0) + 1_000, 'one token a second');
+    assert.ok((claims[between.length + 1]?.now.getTime() ?? 0) >= throttledUntil.getTime());
+  });
 });
