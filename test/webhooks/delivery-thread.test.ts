@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MessageChannel } from 'node:worker_threads';
 import {
@@ -160,7 +160,8 @@ test('when stopped before it was started, then the stop has nothing to wait for'
   assert.deepEqual(logged, []);
 });
 
-test('when the node’s delivery thread runs, then it delivers from the database, its counts reach the node’s metrics, and a stop gives back the lease of an attempt past the grace and ends it', async (t) => {
+/** A SQLite database with one endpoint, at a receiver in this process; all closed when the test ends. */
+async function deliveringTo(t: TestContext) {
   const later = cleanUpInReverse(t);
   const database = await sqlite.create();
   later(() => database.drop());
@@ -173,6 +174,20 @@ test('when the node’s delivery thread runs, then it delivers from the database
     10,
   );
   assert.ok(endpoint);
+  /** The endpoint's deliveries, newest first, as `eventId status/attempts`. */
+  const deliveries = async () =>
+    (
+      await storage.deliveries.listDeliveries({
+        endpointId: endpoint.id,
+        beforeEventId: undefined,
+        limit: 10,
+      })
+    ).map((d) => `${d.eventId} ${d.status}/${d.attempts}`);
+  return { later, database, storage, receiver, deliveries };
+}
+
+test('when the node’s delivery thread runs, then it delivers from the database, its counts reach the node’s metrics, and a stop gives back the lease of an attempt past the grace and ends it', async (t) => {
+  const { database, storage, receiver, deliveries } = await deliveringTo(t);
   receiver.answer((_request, n) => (n <= 2 ? { status: 204 } : { hang: true }));
   const told: string[] = [];
   const lags: number[] = [];
@@ -208,31 +223,12 @@ test('when the node’s delivery thread runs, then it delivers from the database
   await createPet(storage, { name: 'three', categoryId: 1n, status: 'available' });
   await receiver.waitFor(3);
   await thread.stop(10);
-  const deliveries = await storage.deliveries.listDeliveries({
-    endpointId: endpoint.id,
-    beforeEventId: undefined,
-    limit: 10,
-  });
-  assert.deepEqual(
-    deliveries.map((d) => `${d.eventId} ${d.status}/${d.attempts}`),
-    ['3 pending/0', '2 succeeded/1', '1 succeeded/1'],
-  );
+  assert.deepEqual(await deliveries(), ['3 pending/0', '2 succeeded/1', '1 succeeded/1']);
   assert.deepEqual(logged, []);
 });
 
 test('when the thread’s work runs on a port, then it says it has started, delivers from the database, sends its counts in batches, none empty, heeds only a stop, and on a stop waits out the grace, sends what is left and closes the port', async (t) => {
-  const later = cleanUpInReverse(t);
-  const database = await sqlite.create();
-  later(() => database.drop());
-  const storage = await database.open();
-  later(() => storage.close());
-  const receiver = await WebhookReceiver.start();
-  later(() => receiver.close());
-  const endpoint = await storage.webhookEndpoints.createEndpoint(
-    { url: receiver.url(), types: ['*'], description: '', secret: 'whsec_AAAA', createdAt: new Date() },
-    10,
-  );
-  assert.ok(endpoint);
+  const { later, database, storage, receiver, deliveries } = await deliveringTo(t);
   let answerThird: (() => void) | undefined;
   const thirdHeld = new Promise<void>((resolve) => {
     answerThird = resolve;
@@ -292,13 +288,5 @@ test('when the thread’s work runs on a port, then it says it has started, deli
     ['gone'],
   );
   assert.equal(all((b) => b.delivered).length, 2);
-  const deliveries = await storage.deliveries.listDeliveries({
-    endpointId: endpoint.id,
-    beforeEventId: undefined,
-    limit: 10,
-  });
-  assert.deepEqual(
-    deliveries.map((d) => `${d.eventId} ${d.status}/${d.attempts}`),
-    ['3 failed/1', '2 succeeded/1', '1 succeeded/1'],
-  );
+  assert.deepEqual(await deliveries(), ['3 failed/1', '2 succeeded/1', '1 succeeded/1']);
 });
