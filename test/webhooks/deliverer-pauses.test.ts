@@ -66,14 +66,21 @@ describe('Deliverer, its pauses', () => {
     const next = trace.indexOf('claimDue 1', 3);
     assert.deepEqual(trace.slice(0, 3), ['fanOut 2', 'recoverNext 0', 'claimDue 1']);
     const between = trace.slice(3, next);
+    // None if the first attempt took longer than the second's token (a very slow machine): then it was
+    // never throttled, and the claim at the answer takes the second.
     assert.ok(
-      between.length >= 1 && between.length <= 3 && between.every((call) => call === 'claimDue 0'),
+      between.length <= 3 && between.every((call) => call === 'claimDue 0'),
       `between the two claims only a claim at each wake, no look at the idle bound: ${between}`,
     );
-    const claims = h.claims();
-    const throttledUntil = claims[1]?.result.throttledUntil;
-    assert.ok(throttledUntil, 'the claim after the first is told when the next token comes');
-    assert.equal(throttledUntil.getTime(), (claims[0]?.now.getTime() ?? 0) + 1_000, 'one token a second');
-    assert.ok((claims[between.length + 1]?.now.getTime() ?? 0) >= throttledUntil.getTime());
+    const [first, ...rest] = h.claims();
+    const nextToken = (first?.now.getTime() ?? 0) + 1_000;
+    for (const claim of rest.slice(0, between.length))
+      assert.equal(claim.result.throttledUntil?.getTime(), nextToken, 'told when the next token comes');
+    const second = rest[between.length];
+    assert.deepEqual(
+      second?.result.deliveries.map((d) => d.eventId),
+      [2n],
+    );
+    assert.ok((second?.now.getTime() ?? 0) >= nextToken, 'one token a second: not leased before it');
   });
 });
