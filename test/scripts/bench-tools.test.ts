@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { RUN_SCENARIOS, TOOLS } from '../../bench/tools.js';
 import { READ_ME, REPO_ROOT_URL, readDoc } from '../support/docs.js';
 
@@ -46,4 +48,12 @@ test('when npm run bench is run, then it is the one way in, bench/main.ts, and n
   assert.equal(scripts.bench, 'tsx bench/main.ts');
   for (const [name, script] of Object.entries(scripts))
     if (name !== 'bench') assert.doesNotMatch(script, /\bbench\//, `npm run ${name} starts a benchmark`);
+});
+
+test('when the storage boundary changes, then bench/patches/no-query.patch (how docs/benchmarks.md takes the query away) still applies to the tree', () => {
+  const check = spawnSync('git', ['apply', '--check', 'bench/patches/no-query.patch'], {
+    cwd: fileURLToPath(REPO_ROOT_URL),
+    encoding: 'utf8',
+  });
+  assert.equal(check.status, 0, check.stderr);
 });
