@@ -125,6 +125,8 @@ const ALONE = [
  * six processes, three at a time (--test-concurrency), keep both cores busy with a third of that.
  */
 const GROUPS = 6;
+/** Imported by every group before its test files. */
+const STALL_WATCH = 'test/support/stall-watch.ts';
 
 // .test-build/groups/: what `npm test` runs. Each group file imports its test files in turn, so their
 // tests register in that one process and run there, file after file.
@@ -148,6 +150,9 @@ const entries = [
     })),
 ];
 for (const { name, files } of entries) {
-  const imports = files.map((file) => `await import('../${file.replace(/\.ts$/, '.js')}');`);
+  // First the watch that fails a process stuck in one test (test/support/stall-watch.ts), then the files.
+  const imports = [STALL_WATCH, ...files].map(
+    (file) => `await import('../${file.replace(/\.ts$/, '.js')}');`,
+  );
   writeFileSync(join(groupsDir, `${name}.test.js`), `${imports.join('\n')}\n`);
 }
