@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { runNodeTest } from './node-test-run.js';
 
 /**
  * The totals tell the truth: when PostgreSQL cannot be reached off CI, its half of the suites is
@@ -12,32 +12,13 @@ import { fileURLToPath } from 'node:url';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const UNREACHABLE = 'postgres://postgres@127.0.0.1:1/test';
 
-interface Run {
-  code: number | null;
-  output: string;
-}
-
-const { NODE_TEST_CONTEXT: _, ...parentEnv } = process.env;
-
-function runSuite(file: string, ci: string): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', file], {
-      cwd: ROOT,
-      // Without the parent's NODE_TEST_CONTEXT: the child is a test run of its own, not a subtest.
-      env: { ...parentEnv, PETSTORE_TEST_POSTGRES_URL: UNREACHABLE, CI: ci },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, output }));
+/** The suite in a test run of its own, from source, with PostgreSQL at a port where none listens. */
+const runSuite = (file: string, ci: string) =>
+  runNodeTest([file], {
+    nodeArgs: ['--import', 'tsx'],
+    cwd: ROOT,
+    env: { PETSTORE_TEST_POSTGRES_URL: UNREACHABLE, CI: ci },
   });
-}
 
 /** The runner's summary figure, e.g. total(output, 'skipped') for `ℹ skipped 3`. */
 const total = (output: string, what: string) =>
